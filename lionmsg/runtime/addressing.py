@@ -1,0 +1,55 @@
+"""Sender and recipient values: what they may be and how they are normalised (ADR-0006 D1)."""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+from uuid import UUID
+
+from lionmsg.generated.roles import MessageRole
+
+__all__ = ["SenderRecipient", "normalize_address"]
+
+SenderRecipient: TypeAlias = MessageRole | UUID | str
+"""A role, a UUID, or any other name."""
+
+_ROLES_BY_VALUE: dict[str, MessageRole] = {role.value: role for role in MessageRole}
+# Lengths of the spellings `uuid.UUID()` parses: bare hex, hyphenated, braced, URN.
+_UUID_TEXT_LENGTHS = frozenset({32, 36, 38, 45})
+
+
+def normalize_address(value: Any) -> SenderRecipient | None:
+    """Normalise a sender or recipient.
+
+    A role stays a role, a UUID stays a UUID, an object with an ``id`` becomes that UUID, a role string
+    becomes the role, a UUID string becomes a UUID, any other string stays as it is and ``None`` stays
+    ``None`` (explicit broadcast). Anything else raises ``ValueError("Invalid sender or recipient")``.
+    """
+    kind = type(value)
+    if kind is MessageRole or kind is UUID or value is None:
+        return value  # type: ignore[no-any-return]
+    if isinstance(value, str):
+        if isinstance(value, MessageRole):
+            return value
+        role = _ROLES_BY_VALUE.get(value)
+        if role is not None:
+            return role
+        return _uuid_or_none(value) or str(value)
+    if isinstance(value, UUID):
+        return value
+    ident = getattr(value, "id", None)
+    if isinstance(ident, UUID):
+        return ident
+    if isinstance(ident, str):
+        parsed = _uuid_or_none(ident)
+        if parsed is not None:
+            return parsed
+    raise ValueError("Invalid sender or recipient")
+
+
+def _uuid_or_none(text: str) -> UUID | None:
+    if len(text) not in _UUID_TEXT_LENGTHS:
+        return None
+    try:
+        return UUID(text)
+    except ValueError:
+        return None

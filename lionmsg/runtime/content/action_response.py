@@ -1,0 +1,25 @@
+"""Action response content: a tool result (ADR-0006 D2)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lionmsg.runtime.content.base import MessageContent
+from lionmsg.runtime.content.ids import record_id
+
+__all__ = ["ActionResponseBehaviour"]
+
+
+class ActionResponseBehaviour(MessageContent):
+    if TYPE_CHECKING:
+        # Fields of the generated subclass, from its schema.
+        function: str
+        arguments: dict[str, Any]
+        output: Any
+        action_request_id: str | None
+        error: str | None
+    else:
+        __slots__ = ()
+
+    def _normalize(self) -> None:
+        self.action_request_id = record_id(self.action_request_id)

@@ -1,0 +1,79 @@
+"""The base every content dataclass derives from."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["MessageContent"]
+
+
+class MessageContent:
+    """Typed message content: a slots dataclass generated from its schema plus a behaviour class.
+
+    Construction runs `_normalize()` (Python-side conveniences, e.g. `system_datetime=True`) and then
+    the generated field checks. `from_dict` is the Python-friendly constructor (it also takes the
+    input names LionAGI accepts); `from_record` (generated) loads the strict record form.
+    """
+
+    __slots__ = ()
+
+    _WIRE_FIELDS: ClassVar[frozenset[str]]
+    # Extra input names `from_dict` accepts beyond the dataclass fields (LionAGI compatibility).
+    _INPUT_ALIASES: ClassVar[frozenset[str]] = frozenset()
+
+    def _normalize(self) -> None:
+        """Hook: turn Python-side input conveniences into schema values (runs on every construction)."""
+
+    if TYPE_CHECKING:
+        # Generated per class from its schema.
+        def to_dict(self) -> dict[str, Any]: ...
+
+        @classmethod
+        def from_record(cls, data: Mapping[str, Any]) -> Self: ...
+
+    @classmethod
+    def input_names(cls) -> frozenset[str]:
+        """The names `from_dict` accepts: public dataclass fields plus `_INPUT_ALIASES`."""
+        names = frozenset(f.name for f in dataclasses.fields(cls) if not f.name.startswith("_"))  # type: ignore[arg-type]
+        return names | cls._INPUT_ALIASES
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """Build from field values; an unknown name raises ValueError naming it."""
+        unknown = data.keys() - cls.input_names()
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no field(s) {', '.join(map(repr, sorted(unknown)))}")
+        return cls._from_input(dict(data))
+
+    @classmethod
+    def _from_input(cls, data: dict[str, Any]) -> Self:
+        """Hook: map input names onto fields (a private copy of the caller's dict) and build."""
+        return cls(**data)
+
+    def field_values(self) -> dict[str, Any]:
+        """The public field values, containers copied (shallowly) so the result is independent."""
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            if f.name.startswith("_"):
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, list):
+                value = list(value)
+            elif isinstance(value, dict):
+                value = dict(value)
+            values[f.name] = value
+        return values
+
+    def updated(self, **changes: Any) -> Self:
+        """A new content with `changes` applied through `from_dict`; this one is left untouched."""
+        return self.from_dict({**self.field_values(), **changes})
+
+    def copy(self) -> Self:
+        """A deep copy (classes referenced by a field, such as a response model, are shared)."""
+        return copy.deepcopy(self)

@@ -1,0 +1,166 @@
+"""Identity base of every record: `Element` (id, created_at, metadata) and `Node` (content, embedding).
+
+Records name their concrete class in `metadata.lion_class` on the wire. Loading resolves that name
+through a registry of classes defined in this process (never by importing a module by name).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+from uuid import UUID, uuid4
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_serializer,
+    field_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["Element", "Node", "record_error"]
+
+_CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+# For every Element class, itself and its subclasses by short name: what `metadata.lion_class` resolves
+# against. Scoped per class, so a same-named class elsewhere (another hierarchy) never shadows one.
+_CLASSES_BY_NAME: dict[type[Element], dict[str, type[Element]]] = {}
+
+
+def _canonical_uuid(value: Any) -> Any:
+    # The schema's UUID form; pydantic alone would also take braces, URNs and bare hex.
+    if isinstance(value, str) and _CANONICAL_UUID.fullmatch(value) is None:
+        raise ValueError(f"expected a UUID in canonical 8-4-4-4-12 form, got {value!r}")
+    return value
+
+
+def record_error(model: type[BaseModel], loc: tuple[str | int, ...], message: str, value: Any) -> ValidationError:
+    """A pydantic ValidationError for one field of a record, raised where pydantic itself cannot see it."""
+    detail: InitErrorDetails = {
+        "type": PydanticCustomError("invalid_record", message),
+        "loc": loc,
+        "input": value,
+    }
+    return ValidationError.from_exception_data(model.__name__, [detail])
+
+
+def lion_class_name(value: str) -> str:
+    """The class a `lion_class` value names: the last segment of a dotted path."""
+    return value.rpartition(".")[2]
+
+
+class Element(BaseModel):
+    """Anything with a durable identity: a frozen `id`, a frozen `created_at` and free `metadata`."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, arbitrary_types_allowed=True)
+
+    id: Annotated[UUID, BeforeValidator(_canonical_uuid)] = Field(default_factory=uuid4, frozen=True)
+    created_at: float = Field(default_factory=time.time, frozen=True, strict=True, allow_inf_nan=False)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        for ancestor in cls.__mro__:
+            if isinstance(ancestor, type) and issubclass(ancestor, Element):
+                _CLASSES_BY_NAME.setdefault(ancestor, {})[cls.__name__] = cls
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _strip_lion_class(cls, value: Any) -> Any:
+        # `lion_class` is a wire discriminator, not user data: check it names this class, then drop it.
+        if isinstance(value, dict) and "lion_class" in value:
+            named = value["lion_class"]
+            if not isinstance(named, str) or lion_class_name(named) != cls.__name__:
+                raise ValueError(f"Metadata class mismatch: lion_class {named!r} does not name {cls.__name__}")
+            value = {k: v for k, v in value.items() if k != "lion_class"}
+        return value
+
+    @field_serializer("metadata")
+    def _write_lion_class(self, value: dict[str, Any]) -> dict[str, Any]:
+        return {**value, "lion_class": type(self).__name__}
+
+    def __eq__(self, other: object) -> bool:
+        # Identity semantics, as in LionAGI: two records are the same record when their ids are.
+        if not isinstance(other, Element):
+            return NotImplemented
+        return self.id == other.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return cls.__name__
+
+    # -- records -------------------------------------------------------------------------------
+
+    def to_dict(self, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
+        """The record: JSON-ready by default (`mode="python"` keeps UUIDs and enums as objects)."""
+        return self.model_dump(mode=mode)
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Self:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not a JSON document: {exc}") from exc
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """Load a record: the class named by `metadata.lion_class` (this class when absent), which must
+        be this class or a subclass of it. Records must carry `id` and `created_at`."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"a {cls.__name__} record must be a mapping, got {type(data).__name__}")
+        target = cls._record_class(data)
+        record = dict(data)
+        for key in ("id", "created_at"):
+            if key not in record:
+                raise record_error(target, (key,), "Field required", record)
+        target._prepare_record(record)
+        return target.model_validate(record)
+
+    @classmethod
+    def _record_class(cls, data: Mapping[str, Any]) -> type[Self]:
+        metadata = data.get("metadata")
+        if not isinstance(metadata, Mapping) or "lion_class" not in metadata:
+            return cls
+        named = metadata["lion_class"]
+        if not isinstance(named, str):
+            raise record_error(cls, ("metadata", "lion_class"), "lion_class must be a string", named)
+        found = _CLASSES_BY_NAME.get(cls, {}).get(lion_class_name(named))
+        if found is None:
+            raise record_error(
+                cls,
+                ("metadata", "lion_class"),
+                f"lion_class {named!r} does not name {cls.__name__} or a subclass of it",
+                named,
+            )
+        return cast("type[Self]", found)
+
+    @classmethod
+    def _prepare_record(cls, record: dict[str, Any]) -> None:
+        """Hook: turn record values into what the model validates (in place, on a private copy)."""
+
+
+_CLASSES_BY_NAME.setdefault(Element, {})["Element"] = Element
+
+
+class Node(Element):
+    """An Element with content and an optional embedding."""
+
+    content: Any = None
+    embedding: list[Annotated[float, Field(strict=True, allow_inf_nan=False)]] | None = None

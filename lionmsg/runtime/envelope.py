@@ -1,0 +1,142 @@
+"""Behaviour of the message envelope (ADR-0006 D1).
+
+The fields of `Message` and of its five typed kinds are generated from `schemas/` into
+`lionmsg/generated/messages.py`; every generated class derives from `MessageBehaviour`, which
+supplies what is not data shape: role fixing, routing predicates, rendering, chat projection,
+`update()` and `clone()`, and the record hooks.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from pydantic import computed_field, model_validator
+
+from lionmsg.generated.roles import MessageRole
+from lionmsg.runtime.addressing import SenderRecipient, normalize_address
+from lionmsg.runtime.concepts import Sendable
+from lionmsg.runtime.content.base import MessageContent
+from lionmsg.runtime.element import Node, record_error
+from lionmsg.runtime.wire import RecordFieldError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["MessageBehaviour", "coerce_content"]
+
+C = TypeVar("C", bound=MessageContent)
+
+
+def coerce_content(content_type: type[C], value: Any) -> C:
+    """A typed kind's content from Python input: its dataclass as is, a dict through `from_dict`,
+    None as empty content; anything else is a TypeError (ADR-0006 D1)."""
+    if isinstance(value, content_type):
+        return value
+    if value is None:
+        return content_type()
+    if isinstance(value, dict):
+        return content_type.from_dict(value)
+    raise TypeError(f"content must be dict or {content_type.__name__} instance")
+
+
+class MessageBehaviour(Node, Sendable):
+    """What every message does, whatever its kind."""
+
+    _role: ClassVar[MessageRole]
+    _content_type: ClassVar[type[MessageContent] | None]
+
+    if TYPE_CHECKING:
+        # Declared by the generated classes, from schemas/envelope.schema.json.
+        sender: SenderRecipient | None
+        recipient: SenderRecipient | None
+        channel: str | None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ignore_role(cls, data: Any) -> Any:
+        # The class decides the role; a supplied one (e.g. from a record) is dropped, never trusted.
+        if isinstance(data, dict) and "role" in data:
+            data = {k: v for k, v in data.items() if k != "role"}
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def role(self) -> MessageRole:
+        """The role fixed by the class."""
+        return self._role
+
+    @property
+    def is_broadcast(self) -> bool:
+        """True when the recipient is explicitly None."""
+        return self.recipient is None
+
+    @property
+    def is_direct(self) -> bool:
+        """True for every non-null recipient, `MessageRole.UNSET` included (deliverability is not checked)."""
+        return self.recipient is not None
+
+    @property
+    def rendered(self) -> Any:
+        """The content's own rendering when it has one; otherwise `str(content)`, and "" for None.
+
+        Computed on every access, so in-place changes to the content always show.
+        """
+        content = self.content
+        if hasattr(content, "rendered"):
+            return content.rendered
+        return "" if content is None else str(content)
+
+    @property
+    def chat_msg(self) -> dict[str, Any] | None:
+        """`{"role": ..., "content": rendered}`; None when rendering fails (the failure is contained)."""
+        try:
+            return {"role": self._role.value, "content": self.rendered}
+        except Exception:
+            return None
+
+    def update(self, sender: Any = None, recipient: Any = None, **content_fields: Any) -> None:
+        """Change the sender or recipient (only to a truthy value) and rebuild the content with
+        `content_fields`. Everything is validated before anything changes."""
+        new_sender = normalize_address(sender) if sender else None
+        new_recipient = normalize_address(recipient) if recipient else None
+        new_content = None
+        if content_fields:
+            if not isinstance(self.content, MessageContent):
+                names = ", ".join(sorted(content_fields))
+                raise TypeError(f"{type(self).__name__}.update(): its content has no fields to update ({names})")
+            new_content = self.content.updated(**content_fields)
+        if new_sender is not None:
+            self.sender = new_sender
+        if new_recipient is not None:
+            self.recipient = new_recipient
+        if new_content is not None:
+            self.content = new_content
+
+    def clone(self) -> Self:
+        """The same class and content under a new identity; `metadata["clone_from"]` names the source."""
+        content = self.content.copy() if isinstance(self.content, MessageContent) else copy.deepcopy(self.content)
+        metadata = copy.deepcopy(self.metadata)
+        metadata["clone_from"] = str(self.id)
+        return type(self)(
+            content=content,
+            metadata=metadata,
+            embedding=None if self.embedding is None else list(self.embedding),
+            sender=self.sender,
+            recipient=self.recipient,
+            channel=self.channel,
+        )
+
+    @classmethod
+    def _prepare_record(cls, record: dict[str, Any]) -> None:
+        record.pop("role", None)
+        content_type = cls._content_type
+        if content_type is None or "content" not in record:
+            return
+        value = record["content"]
+        if not isinstance(value, dict):
+            raise TypeError(f"content of a {cls.__name__} record must be an object, got {type(value).__name__}")
+        try:
+            record["content"] = content_type.from_record(value)
+        except RecordFieldError as exc:
+            raise record_error(cls, ("content", exc.field), str(exc), exc.value) from None

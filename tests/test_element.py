@@ -1,0 +1,86 @@
+"""The identity base: Element and Node."""
+
+from __future__ import annotations
+
+import math
+import time
+from uuid import UUID, uuid4
+
+import pytest
+from pydantic import ValidationError
+
+from lionmsg import Element, Instruction, Message, Node
+
+
+def test_identity_fields_default_and_are_frozen() -> None:
+    before = time.time()
+    element = Element()
+    assert isinstance(element.id, UUID)
+    assert before <= element.created_at <= time.time()
+    assert element.metadata == {}
+    with pytest.raises(ValidationError, match="frozen"):
+        element.id = uuid4()  # type: ignore[misc]
+    with pytest.raises(ValidationError, match="frozen"):
+        element.created_at = 1.0  # type: ignore[misc]
+
+
+def test_metadata_is_free_and_mutable() -> None:
+    element = Element(metadata={"a": 1})
+    element.metadata["b"] = 2
+    element.metadata = {"c": 3}
+    assert element.metadata == {"c": 3}
+
+
+def test_node_adds_content_and_embedding() -> None:
+    node = Node(content={"any": "thing"}, embedding=[1, 2.5])
+    assert node.content == {"any": "thing"}
+    assert node.embedding == [1.0, 2.5]
+    assert Node().embedding is None
+
+
+@pytest.mark.parametrize("bad", [["x"], [True], [math.nan], [math.inf], "1,2"])
+def test_embedding_must_be_finite_numbers(bad: object) -> None:
+    with pytest.raises(ValidationError) as raised:
+        Node(embedding=bad)
+    assert raised.value.errors()[0]["loc"][0] == "embedding"
+
+
+@pytest.mark.parametrize("bad", ["2025-01-01", "1.5", True, math.nan, None])
+def test_created_at_is_a_finite_number(bad: object) -> None:
+    with pytest.raises(ValidationError) as raised:
+        Element(created_at=bad)
+    assert raised.value.errors()[0]["loc"] == ("created_at",)
+    assert Element(created_at=3).created_at == 3.0
+
+
+def test_equality_and_hash_are_by_identity() -> None:
+    message = Instruction(content={"instruction": "a"})
+    same = Message.from_dict(message.to_dict())
+    assert same == message
+    assert hash(same) == hash(message)
+    assert len({message, same}) == 1
+    assert Instruction(content={"instruction": "a"}) != message
+    assert message != "not an element"
+
+
+def test_unknown_fields_are_rejected() -> None:
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        Element(colour="red")
+
+
+def test_elements_round_trip_through_records() -> None:
+    node = Node(content=[1, "two"], embedding=[0.5], metadata={"m": True})
+    record = node.to_dict()
+    assert record["metadata"]["lion_class"] == "Node"
+    loaded = Element.from_dict(record)
+    assert type(loaded) is Node
+    assert (loaded.id, loaded.created_at, loaded.content, loaded.embedding, loaded.metadata) == (
+        node.id, node.created_at, [1, "two"], [0.5], {"m": True},
+    )  # fmt: skip
+    assert type(Element.from_dict(Element().to_dict())) is Element
+
+
+def test_a_class_from_another_hierarchy_is_never_resolved() -> None:
+    record = Node().to_dict()
+    with pytest.raises(ValidationError, match="does not name Message or a subclass of it"):
+        Message.from_dict(record)

@@ -1,0 +1,444 @@
+"""ADR-0006 D1 "Exact semantics" (one test group per bullet), D6, and design.md §6 decisions 2, 3, 12."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+from pydantic import ValidationError
+
+from lionmsg import (
+    ActionRequest,
+    ActionRequestContent,
+    ActionResponse,
+    ActionResponseContent,
+    AssistantResponse,
+    AssistantResponseContent,
+    Instruction,
+    InstructionContent,
+    Message,
+    MessageRole,
+    Node,
+    RoledMessage,
+    Sendable,
+    System,
+    SystemContent,
+)
+from tests.conftest import fields_of
+
+TYPED = [
+    (System, MessageRole.SYSTEM, SystemContent),
+    (Instruction, MessageRole.USER, InstructionContent),
+    (AssistantResponse, MessageRole.ASSISTANT, AssistantResponseContent),
+    (ActionRequest, MessageRole.ACTION, ActionRequestContent),
+    (ActionResponse, MessageRole.ACTION, ActionResponseContent),
+]
+ALL_CLASSES = [Message, *(cls for cls, _, _ in TYPED)]
+
+
+# -- construction and deserialization: role comes from the class ---------------------------------
+
+
+@pytest.mark.parametrize(("cls", "role", "content_type"), TYPED)
+def test_supplied_role_is_ignored_at_construction(cls: type[Message], role: MessageRole, content_type: type) -> None:
+    for forged in ("assistant", "user", "system", "nonsense"):
+        assert cls(role=forged).role is role
+
+
+def test_generic_message_role_is_unset_whatever_is_supplied() -> None:
+    assert Message(role="assistant").role is MessageRole.UNSET
+    assert Message().role is MessageRole.UNSET
+
+
+@pytest.mark.parametrize("cls", ALL_CLASSES)
+def test_role_is_ignored_by_model_validate_and_from_dict(cls: type[Message]) -> None:
+    original = cls()
+    forged = {**original.to_dict(), "role": "assistant" if cls is not AssistantResponse else "user"}
+    assert cls.model_validate(forged).role is original.role
+    assert Message.from_dict(forged).role is original.role
+    assert type(Message.from_dict(forged)) is cls
+
+
+def test_role_is_read_only() -> None:
+    message = Instruction()
+    with pytest.raises(AttributeError):
+        message.role = MessageRole.ASSISTANT  # type: ignore[misc]
+
+
+# -- serialization: every serializer writes the role, and they agree ------------------------------
+
+
+@pytest.mark.parametrize("cls", ALL_CLASSES)
+def test_every_serializer_carries_role_and_they_agree(cls: type[Message]) -> None:
+    message = cls(sender=uuid4(), recipient="alice", channel="c", metadata={"k": [1]})
+    record = message.to_dict()
+    assert record["role"] == cls().role.value
+    assert list(record) == [
+        "id",
+        "created_at",
+        "metadata",
+        "content",
+        "embedding",
+        "sender",
+        "recipient",
+        "channel",
+        "role",
+    ]
+    assert json.loads(message.model_dump_json()) == record
+    assert json.loads(message.to_json()) == record
+    assert message.model_dump(mode="json") == record
+    python = message.model_dump()
+    assert python["role"] is message.role
+    assert python["id"] == message.id
+    assert python["metadata"] == record["metadata"] == {"k": [1], "lion_class": cls.__name__}
+
+
+def test_deserializing_serialized_output_ignores_role_again() -> None:
+    record = AssistantResponse(content={"assistant_response": "hi"}).to_dict()
+    record["role"] = "user"
+    loaded = AssistantResponse.from_dict(record)
+    assert type(loaded) is AssistantResponse
+    assert loaded.role is MessageRole.ASSISTANT
+    assert loaded.to_dict()["role"] == "assistant"
+
+
+# -- sender and recipient normalization -----------------------------------------------------------
+
+
+@dataclass
+class _HasId:
+    id: Any
+
+
+NODE = Node()
+SOME_UUID = uuid4()
+NORMALIZATION = [
+    pytest.param(MessageRole.USER, MessageRole.USER, id="role stays a role"),
+    pytest.param(SOME_UUID, SOME_UUID, id="uuid stays a uuid"),
+    pytest.param(NODE, NODE.id, id="observable element becomes its uuid"),
+    pytest.param(_HasId(SOME_UUID), SOME_UUID, id="object with a uuid id becomes it"),
+    pytest.param(_HasId(str(SOME_UUID)), SOME_UUID, id="object with a uuid-string id becomes the uuid"),
+    pytest.param("user", MessageRole.USER, id="role string becomes the role"),
+    pytest.param("unset", MessageRole.UNSET, id="unset string becomes UNSET"),
+    pytest.param(str(SOME_UUID), SOME_UUID, id="uuid string becomes a uuid"),
+    pytest.param(SOME_UUID.hex, SOME_UUID, id="bare-hex uuid string becomes a uuid"),
+    pytest.param("alice", "alice", id="plain string stays"),
+    pytest.param("USER", "USER", id="role strings are case-sensitive"),
+    pytest.param("", "", id="empty string stays"),
+    pytest.param(None, None, id="explicit None is kept"),
+]
+
+
+@pytest.mark.parametrize(("given", "stored"), NORMALIZATION)
+@pytest.mark.parametrize("field", ["sender", "recipient"])
+def test_sender_recipient_normalization_at_construction(field: str, given: Any, stored: Any) -> None:
+    value = getattr(Message(**{field: given}), field)
+    assert value == stored
+    assert type(value) is type(stored)
+
+
+@pytest.mark.parametrize(("given", "stored"), NORMALIZATION)
+@pytest.mark.parametrize("field", ["sender", "recipient"])
+def test_sender_recipient_normalization_on_assignment(field: str, given: Any, stored: Any) -> None:
+    message = Instruction()
+    setattr(message, field, given)
+    value = getattr(message, field)
+    assert value == stored
+    assert type(value) is type(stored)
+
+
+INVALID_ADDRESSES = [123, 1.5, True, [1], {"a": 1}, b"x", object(), _HasId(5), _HasId("not-a-uuid")]
+
+
+@pytest.mark.parametrize("bad", INVALID_ADDRESSES, ids=repr)
+@pytest.mark.parametrize("field", ["sender", "recipient"])
+def test_invalid_sender_or_recipient_raises_value_error(field: str, bad: Any) -> None:
+    with pytest.raises(ValueError, match="Invalid sender or recipient") as raised:
+        Message(**{field: bad})
+    assert isinstance(raised.value, ValidationError)
+    assert raised.value.errors()[0]["loc"] == (field,)
+
+
+@pytest.mark.parametrize("bad", INVALID_ADDRESSES, ids=repr)
+def test_invalid_assignment_raises_and_changes_nothing(bad: Any) -> None:
+    message = Instruction(sender="alice", recipient=SOME_UUID)
+    before = fields_of(message)
+    with pytest.raises(ValueError, match="Invalid sender or recipient"):
+        message.sender = bad
+    with pytest.raises(ValueError, match="Invalid sender or recipient"):
+        message.recipient = bad
+    assert fields_of(message) == before
+
+
+# -- explicit None versus absent ------------------------------------------------------------------
+
+
+def test_omitted_sender_recipient_are_unset_and_explicit_none_is_kept() -> None:
+    assert (Message().sender, Message().recipient) == (MessageRole.UNSET, MessageRole.UNSET)
+    explicit = Message(sender=None, recipient=None)
+    assert (explicit.sender, explicit.recipient) == (None, None)
+
+
+def test_non_null_addresses_serialize_as_strings_and_none_as_null() -> None:
+    node_id = uuid4()
+    record = Message(sender=node_id, recipient=None).to_dict()
+    assert record["sender"] == str(node_id)
+    assert record["recipient"] is None
+    record = Message(sender=MessageRole.SYSTEM, recipient="bob").to_dict()
+    assert (record["sender"], record["recipient"]) == ("system", "bob")
+    assert Message().to_dict()["sender"] == "unset"
+
+
+@pytest.mark.parametrize("value", ["", "alice", None, MessageRole.UNSET, MessageRole.USER, SOME_UUID])
+def test_addresses_survive_a_round_trip_exactly(value: Any) -> None:
+    # design.md §6.3: "" stays "" -- a direct message never turns into a broadcast.
+    message = Message(sender=value, recipient=value)
+    for loaded in (Message.from_dict(message.to_dict()), Message.from_json(message.to_json())):
+        assert loaded.sender == value
+        assert loaded.recipient == value
+        assert type(loaded.recipient) is type(value)
+        assert loaded.is_direct is message.is_direct
+
+
+# -- routing predicates ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("recipient", "broadcast"),
+    [(None, True), (MessageRole.UNSET, False), ("alice", False), ("", False), (SOME_UUID, False)],
+)
+def test_routing_predicates(recipient: Any, broadcast: bool) -> None:
+    message = Message(recipient=recipient)
+    assert message.is_broadcast is broadcast
+    assert message.is_direct is (not broadcast)
+
+
+def test_default_recipient_unset_counts_as_direct() -> None:
+    assert Message().is_direct
+    assert not Message().is_broadcast
+
+
+# -- channel --------------------------------------------------------------------------------------
+
+
+def test_channel_is_optional_metadata_and_round_trips() -> None:
+    assert Message().channel is None
+    message = Message(channel="ops")
+    assert message.to_dict()["channel"] == "ops"
+    assert Message.from_dict(message.to_dict()).channel == "ops"
+
+
+def test_channel_must_be_a_string() -> None:
+    with pytest.raises(ValidationError) as raised:
+        Message(channel=5)
+    assert raised.value.errors()[0]["loc"] == ("channel",)
+
+
+# -- generic versus typed content -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content", [{"a": 1}, [1, 2], 5, "text", (1, 2), None, object()], ids=repr)
+def test_generic_message_keeps_content_as_given(content: Any) -> None:
+    assert Message(content=content).content is content
+
+
+@pytest.mark.parametrize(("cls", "role", "content_type"), TYPED)
+def test_typed_content_coercion(cls: type[Message], role: MessageRole, content_type: type) -> None:
+    instance = content_type()
+    assert cls(content=instance).content is instance
+    assert isinstance(cls(content={}).content, content_type)
+    assert cls(content=None).content == content_type()
+    assert cls().content == content_type()
+
+
+@pytest.mark.parametrize(("cls", "role", "content_type"), TYPED)
+@pytest.mark.parametrize("bad", ["text", 5, [1], (1,), object()], ids=repr)
+def test_typed_content_rejects_other_values_with_type_error(
+    cls: type[Message], role: MessageRole, content_type: type, bad: Any
+) -> None:
+    with pytest.raises(TypeError, match=f"content must be dict or {content_type.__name__} instance"):
+        cls(content=bad)
+
+
+def test_typed_content_rejects_another_kinds_content() -> None:
+    with pytest.raises(TypeError, match="content must be dict or InstructionContent instance"):
+        Instruction(content=AssistantResponseContent())
+
+
+def test_typed_content_dict_with_unknown_field_is_rejected() -> None:
+    with pytest.raises(ValidationError, match="has no field"):
+        Instruction(content={"instruction": "x", "bogus": 1})
+
+
+# -- rendering ------------------------------------------------------------------------------------
+
+
+class _Renders:
+    rendered = "from the content"
+
+
+def test_rendering_delegates_to_content_or_falls_back_to_str() -> None:
+    assert Message(content=_Renders()).rendered == "from the content"
+    assert Message(content={"a": 1}).rendered == "{'a': 1}"
+    assert Message(content=0).rendered == "0"
+    assert Message(content=None).rendered == ""
+    assert Message().rendered == ""
+
+
+# -- chat projection ------------------------------------------------------------------------------
+
+
+class _Broken:
+    @property
+    def rendered(self) -> str:
+        raise RuntimeError("cannot render")
+
+
+def test_chat_msg_is_role_and_rendered_text() -> None:
+    assert Message(content="hi").chat_msg == {"role": "unset", "content": "hi"}
+    assert AssistantResponse(content={"assistant_response": "ok"}).chat_msg == {
+        "role": "assistant",
+        "content": AssistantResponse(content={"assistant_response": "ok"}).rendered,
+    }
+
+
+def test_chat_msg_contains_projection_failures_as_none() -> None:
+    broken = Message(content=_Broken())
+    assert broken.chat_msg is None
+    with pytest.raises(RuntimeError, match="cannot render"):
+        _ = broken.rendered
+
+
+# -- no stale rendering (design.md §6.12) ---------------------------------------------------------
+
+
+def test_in_place_mutation_of_generic_content_shows_in_rendering() -> None:
+    message = Message(content={"a": [1]})
+    assert message.chat_msg == {"role": "unset", "content": "{'a': [1]}"}
+    message.content["a"].append(2)
+    assert message.chat_msg == {"role": "unset", "content": "{'a': [1, 2]}"}
+    listed = Message(content=[1])
+    assert listed.chat_msg is not None
+    listed.content.append(2)
+    assert listed.chat_msg == {"role": "unset", "content": "[1, 2]"}
+
+
+def test_in_place_mutation_of_typed_content_shows_in_rendering() -> None:
+    message = AssistantResponse(content={"assistant_response": "one"})
+    first = message.rendered
+    message.content.assistant_response = "two"
+    assert message.rendered != first
+    assert "two" in str(message.rendered)
+
+
+# -- update() -------------------------------------------------------------------------------------
+
+
+def test_update_changes_sender_and_recipient_only_to_truthy_values() -> None:
+    message = Instruction(sender="alice", recipient="bob")
+    message.update(sender=None, recipient=None)
+    assert (message.sender, message.recipient) == ("alice", "bob")
+    message.update(sender="", recipient=0)
+    assert (message.sender, message.recipient) == ("alice", "bob")
+    target = uuid4()
+    message.update(sender="carol", recipient=str(target))
+    assert (message.sender, message.recipient) == ("carol", target)
+    message.update(sender=NODE)
+    assert message.sender == NODE.id
+
+
+def test_update_rebuilds_content_and_keeps_other_fields() -> None:
+    message = ActionRequest(content={"function": "f", "arguments": {"x": 1}, "action_response_id": str(SOME_UUID)})
+    before = message.content
+    message.update(function="g")
+    assert message.content is not before
+    assert message.content.function == "g"
+    assert message.content.arguments == {"x": 1}
+    assert message.content.action_response_id == str(SOME_UUID)
+    assert before.function == "f"
+
+
+def test_update_with_invalid_input_changes_nothing() -> None:
+    message = Instruction(content={"instruction": "q"}, sender="alice", recipient="bob")
+    before = fields_of(message)
+    content_before = message.content.to_dict()
+    with pytest.raises(ValueError, match="Invalid sender or recipient"):
+        message.update(sender=123, instruction="changed")
+    with pytest.raises(ValueError, match="has no field"):
+        message.update(recipient="carol", bogus=1)
+    with pytest.raises(ValueError, match="must be a string or null"):
+        message.update(sender="dave", instruction=5)
+    assert fields_of(message) == before
+    assert message.content.to_dict() == content_before
+
+
+def test_update_of_generic_content_fields_is_a_type_error_and_changes_nothing() -> None:
+    message = Message(content={"a": 1}, sender="alice")
+    with pytest.raises(TypeError, match="no fields to update"):
+        message.update(sender="bob", a=2)
+    assert message.content == {"a": 1}
+    assert message.sender == "alice"
+
+
+# -- clone() --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", ALL_CLASSES)
+def test_clone_is_same_class_new_identity_with_source_recorded(cls: type[Message]) -> None:
+    source = cls(sender="alice", recipient=None, channel="c", metadata={"k": 1}, embedding=[0.5])
+    clone = source.clone()
+    assert type(clone) is cls
+    assert clone.id != source.id
+    assert clone.created_at >= source.created_at
+    assert clone.metadata == {"k": 1, "clone_from": str(source.id)}
+    assert source.metadata == {"k": 1}
+    assert (clone.sender, clone.recipient, clone.channel, clone.embedding) == ("alice", None, "c", [0.5])
+    assert clone.content == source.content
+    if source.content is not None:
+        assert clone.content is not source.content
+    assert "clone_from" not in source.metadata
+
+
+def test_clone_of_generic_content_is_a_deep_copy() -> None:
+    source = Message(content={"a": [1]})
+    clone = source.clone()
+    clone.content["a"].append(2)
+    assert source.content == {"a": [1]}
+
+
+# -- D6: compatibility labels ---------------------------------------------------------------------
+
+
+def test_roled_message_is_message() -> None:
+    assert RoledMessage is Message
+    assert RoledMessage().role is MessageRole.UNSET
+
+
+def test_sendable_is_a_marker_without_abstract_members() -> None:
+    assert Sendable.__abstractmethods__ == frozenset()
+    assert isinstance(Message(), Sendable)
+    assert issubclass(Instruction, Sendable)
+
+    class Bare(Sendable):
+        pass
+
+    assert isinstance(Bare(), Sendable)
+    assert not hasattr(Bare(), "sender")
+
+
+def test_message_role_vocabulary() -> None:
+    assert [r.value for r in MessageRole] == ["system", "user", "assistant", "unset", "action"]
+    assert MessageRole.allowed() == ("system", "user", "assistant", "unset", "action")
+    assert MessageRole("user") is MessageRole.USER
+    assert isinstance(MessageRole.USER, str)
+
+
+def test_class_defaults_route_system_and_assistant() -> None:
+    system = System()
+    assert (system.sender, system.recipient) == (MessageRole.SYSTEM, MessageRole.ASSISTANT)
+    assert System(sender=None, recipient=None).recipient is None
+    assert AssistantResponse().recipient is MessageRole.USER
+    assert isinstance(Message().id, UUID)

@@ -1,0 +1,177 @@
+"""The schemas drive the generated classes: determinism, the staleness check, and a render from a
+modified copy of the schemas."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from generate import OUTPUT_DIR, SCHEMA_DIR, Check, compile_check, render_all, stale_report
+
+from lionmsg import MessageRole
+from lionmsg.runtime.wire import matches
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, str]:
+    return render_all(SCHEMA_DIR)
+
+
+def test_rendering_is_byte_identical_and_matches_the_committed_files(rendered: dict[str, str]) -> None:
+    assert render_all(SCHEMA_DIR) == rendered
+    on_disk = {p.name: p.read_text(encoding="utf-8") for p in OUTPUT_DIR.glob("*.py")}
+    assert on_disk == rendered
+
+
+def test_every_generated_file_says_do_not_edit_and_names_its_sources(rendered: dict[str, str]) -> None:
+    for name, text in rendered.items():
+        first, second = text.splitlines()[:2]
+        assert first.startswith("# DO NOT EDIT"), name
+        assert second.startswith("# sources: schemas/"), name
+    assert "schemas/content/instruction.schema.json" in rendered["content.py"].splitlines()[1]
+    assert "schemas/envelope.schema.json" in rendered["messages.py"].splitlines()[1]
+
+
+def test_editing_a_generated_line_is_reported_with_a_diff(tmp_path: Path, rendered: dict[str, str]) -> None:
+    copy = tmp_path / "generated"
+    shutil.copytree(OUTPUT_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert stale_report(rendered, copy) == ""
+    target = copy / "roles.py"
+    target.write_text(target.read_text().replace('USER = "user"', 'USER = "human"'))
+    report = stale_report(rendered, copy)
+    assert '-    USER = "human"' in report
+    assert '+    USER = "user"' in report
+
+
+def _check_command(out: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, str(ROOT / "tools" / "generate.py"), "--check", "--out", str(out)]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+
+
+def test_the_check_command_fails_and_prints_the_diff(tmp_path: Path) -> None:
+    copy = tmp_path / "generated"
+    shutil.copytree(OUTPUT_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert _check_command(copy).returncode == 0
+    (copy / "messages.py").write_text((copy / "messages.py").read_text() + "# a hand edit\n")
+    done = _check_command(copy)
+    assert done.returncode == 1
+    assert "-# a hand edit" in done.stdout
+    assert "run `make generate`" in done.stderr
+    (copy / "messages.py").unlink()
+    done = _check_command(copy)
+    assert done.returncode == 1
+    assert "+class Message(MessageBehaviour):" in done.stdout
+
+
+# -- the schemas really drive the classes ---------------------------------------------------------
+
+
+@pytest.fixture
+def modified_package(tmp_path: Path) -> Iterator[ModuleType]:
+    """Render from a modified copy of the schemas into a throw-away package and import it."""
+    schemas = tmp_path / "schemas"
+    shutil.copytree(SCHEMA_DIR, schemas)
+
+    system = schemas / "content" / "system.schema.json"
+    data = json.loads(system.read_text())
+    data["properties"]["system_message"]["default"] = "You are a careful reviewer."
+    system.write_text(json.dumps(data))
+
+    assistant = schemas / "content" / "assistant_response.schema.json"
+    data = json.loads(assistant.read_text())
+    data["properties"]["confidence"] = {
+        "description": "How sure the model is.",
+        "type": ["number", "null"],
+        "minimum": 0,
+        "maximum": 1,
+        "default": None,
+        "x-lionmsg-omit": ["null"],
+    }
+    assistant.write_text(json.dumps(data))
+
+    kind = schemas / "messages" / "instruction.schema.json"
+    data = json.loads(kind.read_text())
+    data["properties"]["recipient"] = {"default": "assistant"}
+    kind.write_text(json.dumps(data))
+
+    package = tmp_path / "pkg" / "regenerated"
+    package.mkdir(parents=True)
+    for name, text in render_all(schemas).items():
+        (package / name).write_text(text)
+    sys.path.insert(0, str(tmp_path / "pkg"))
+    try:
+        yield importlib.import_module("regenerated.messages")
+    finally:
+        sys.path.remove(str(tmp_path / "pkg"))
+        for name in [m for m in sys.modules if m == "regenerated" or m.startswith("regenerated.")]:
+            del sys.modules[name]
+
+
+def test_a_changed_default_changes_the_generated_class(modified_package: ModuleType) -> None:
+    content = importlib.import_module("regenerated.content")
+    assert content.SystemContent().system_message == "You are a careful reviewer."
+    assert modified_package.System().content.system_message == "You are a careful reviewer."
+
+
+def test_an_added_optional_field_appears_with_its_checks_and_serializer(modified_package: ModuleType) -> None:
+    content = importlib.import_module("regenerated.content")
+    assert content.AssistantResponseContent().confidence is None
+    assert content.AssistantResponseContent(confidence=0.5).to_dict() == {"assistant_response": "", "confidence": 0.5}
+    assert content.AssistantResponseContent().to_dict() == {"assistant_response": ""}
+    loaded = content.AssistantResponseContent.from_record({"confidence": 1})
+    assert loaded.confidence == 1
+    with pytest.raises(ValueError, match="confidence must be"):
+        content.AssistantResponseContent.from_record({"confidence": 2})
+    with pytest.raises(ValueError, match="confidence must be"):
+        content.AssistantResponseContent(confidence="high")
+
+
+def test_a_changed_kind_default_changes_the_message_class(modified_package: ModuleType) -> None:
+    recipient = modified_package.Instruction().recipient
+    # The throw-away package has its own MessageRole class; compare by value.
+    assert (type(recipient).__name__, recipient.value) == ("MessageRole", MessageRole.ASSISTANT.value)
+
+
+# -- the wire-check compiler ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("schema", "good", "bad"),
+    [
+        ({"type": "string"}, ["", "x"], [None, 1, b"x"]),
+        ({"type": ["string", "null"]}, ["x", None], [1, []]),
+        ({"type": "number"}, [1, 1.5, -2], [True, "1", None]),
+        ({"type": "integer"}, [1, -3], [1.5, False]),
+        ({"type": "array", "items": {"type": "object"}}, [[], [{}]], [[1], {}, "x"]),
+        ({"enum": ["low", "high", None]}, ["low", None], ["ultra", 0]),
+        ({"const": "user"}, ["user"], ["system"]),
+        ({"type": "string", "pattern": "^a+$"}, ["a", "aaa"], ["b", "a\n", ""]),
+        ({"anyOf": [{"type": "string"}, {"type": "null"}]}, ["x", None], [1]),
+        ({"allOf": [{"type": "number"}, {"minimum": 0, "maximum": 1}]}, [0, 1, 0.5], [-1, 2, "x"]),
+        ({"type": "string", "minLength": 2, "maxLength": 3}, ["ab", "abc"], ["a", "abcd"]),
+    ],
+)
+def test_compiled_checks_accept_exactly_what_the_schema_accepts(schema: dict, good: list, bad: list) -> None:
+    check = compile_check(schema)
+    assert isinstance(check, Check)
+    namespace = {"matches": matches}
+    for value in good:
+        assert eval(check.expr.replace("{v}", "value"), namespace, {"value": value}), value
+    for value in bad:
+        assert not eval(check.expr.replace("{v}", "value"), namespace, {"value": value}), value
+
+
+def test_compiling_accepts_everything_for_empty_schemas_and_refuses_unknown_keywords() -> None:
+    assert compile_check({}) is None
+    assert compile_check({"description": "anything"}) is None
+    with pytest.raises(ValueError, match="prefixItems"):
+        compile_check({"prefixItems": [{"type": "string"}]})

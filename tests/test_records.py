@@ -1,0 +1,228 @@
+"""Records (design.md §5): round trips, the lion_class discriminator, agreement with the schemas,
+and the documented errors for malformed records."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+from uuid import uuid4
+
+import pytest
+from generate import SCHEMA_DIR, SchemaSet
+from jsonschema.validators import Draft202012Validator
+from pydantic import ValidationError
+
+from lionmsg import (
+    LION_CLASSES,
+    SCHEMA_IDS,
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    Instruction,
+    InstructionContent,
+    Message,
+    System,
+)
+from tests.conftest import fields_of
+from tests.samples import failed_action_response, rich_messages
+
+SCHEMAS = SchemaSet.load(SCHEMA_DIR)
+
+
+def validator(name: str) -> Draft202012Validator:
+    return Draft202012Validator(SCHEMAS.get(name), registry=SCHEMAS.registry)
+
+
+RECORD = validator("record.schema.json")
+SAMPLES = [*rich_messages(), failed_action_response()]
+SAMPLE_IDS = [type(m).__name__ for m in SAMPLES[:-1]] + ["FailedActionResponse"]
+
+
+@pytest.mark.parametrize("message", SAMPLES, ids=SAMPLE_IDS)
+def test_from_dict_of_to_dict_is_equal_field_by_field(message: Message) -> None:
+    assert fields_of(Message.from_dict(message.to_dict())) == fields_of(message)
+    assert fields_of(type(message).from_dict(message.to_dict())) == fields_of(message)
+    assert fields_of(Message.from_json(message.to_json())) == fields_of(message)
+    assert fields_of(type(message).model_validate(message.model_dump())) == fields_of(message)
+
+
+@pytest.mark.parametrize("message", SAMPLES, ids=SAMPLE_IDS)
+def test_every_written_record_is_valid_against_its_schema_and_the_union(message: Message) -> None:
+    record = message.to_dict()
+    own = validator(SCHEMA_IDS[type(message)].split("/v1/", 1)[1])
+    assert list(own.iter_errors(record)) == []
+    assert list(RECORD.iter_errors(record)) == []
+
+
+@pytest.mark.parametrize("message", SAMPLES, ids=SAMPLE_IDS)
+def test_records_of_other_classes_are_rejected_by_each_kind_schema(message: Message) -> None:
+    record = message.to_dict()
+    matching = [cls for cls, uri in SCHEMA_IDS.items() if validator(uri.split("/v1/", 1)[1]).is_valid(record)]
+    assert matching == [type(message)]
+
+
+def test_dict_response_format_survives_every_serializer() -> None:
+    message = Instruction(content={"instruction": "q", "response_format": {"answer": "str"}})
+    assert message.to_dict()["content"]["response_format"] == {"answer": "str"}
+    assert json.loads(message.to_json())["content"]["response_format"] == {"answer": "str"}
+    assert message.model_dump()["content"]["response_format"] == {"answer": "str"}
+    assert Message.from_dict(message.to_dict()).content.response_format == {"answer": "str"}
+    assert message.clone().content.response_format == {"answer": "str"}
+
+
+def test_content_records_leave_out_absent_fields() -> None:
+    assert Instruction().to_dict()["content"] == {}
+    assert System().to_dict()["content"] == {
+        "system_message": "You are a helpful AI assistant. Let's think step by step."
+    }
+    assert ActionResponse().to_dict()["content"] == {"function": "", "arguments": {}}
+    assert failed_action_response().to_dict()["content"] == {"function": "search", "arguments": {}, "error": "timeout"}
+
+
+def test_to_dict_python_mode_keeps_objects() -> None:
+    message = ActionRequest(sender=uuid4())
+    python = message.to_dict(mode="python")
+    assert python["id"] == message.id
+    assert python["sender"] == message.sender
+    assert python["role"] is message.role
+
+
+# -- the discriminator ----------------------------------------------------------------------------
+
+
+def test_lion_class_registry_names_every_class_by_its_short_name() -> None:
+    assert {
+        "Message": Message,
+        "System": System,
+        "Instruction": Instruction,
+        "AssistantResponse": AssistantResponse,
+        "ActionRequest": ActionRequest,
+        "ActionResponse": ActionResponse,
+    } == LION_CLASSES
+
+
+@pytest.mark.parametrize("message", SAMPLES, ids=SAMPLE_IDS)
+def test_message_from_dict_builds_the_class_the_record_names(message: Message) -> None:
+    record = message.to_dict()
+    assert record["metadata"]["lion_class"] == type(message).__name__
+    assert type(Message.from_dict(record)) is type(message)
+    dotted = copy.deepcopy(record)
+    dotted["metadata"]["lion_class"] = f"lionagi.protocols.messages.somewhere.{type(message).__name__}"
+    assert type(Message.from_dict(dotted)) is type(message)
+
+
+def test_action_request_and_response_share_a_role_but_not_a_class() -> None:
+    request, response = ActionRequest().to_dict(), ActionResponse().to_dict()
+    assert request["role"] == response["role"] == "action"
+    assert type(Message.from_dict(request)) is ActionRequest
+    assert type(Message.from_dict(response)) is ActionResponse
+
+
+def test_a_record_without_discriminator_loads_as_the_receiving_class() -> None:
+    record = Instruction(content={"instruction": "q"}).to_dict()
+    del record["metadata"]["lion_class"]
+    assert type(Instruction.from_dict(record)) is Instruction
+    record_generic = Message(content={"instruction": "q"}).to_dict()
+    del record_generic["metadata"]["lion_class"]
+    assert type(Message.from_dict(record_generic)) is Message
+
+
+def test_lion_class_is_not_user_metadata() -> None:
+    loaded = Message.from_dict(Instruction(metadata={"k": 1}).to_dict())
+    assert loaded.metadata == {"k": 1}
+
+
+def test_user_subclasses_round_trip_by_name() -> None:
+    class Reminder(Instruction):
+        pass
+
+    original = Reminder(content={"instruction": "later"})
+    record = original.to_dict()
+    assert record["metadata"]["lion_class"] == "Reminder"
+    loaded = Message.from_dict(record)
+    assert type(loaded) is Reminder
+    assert fields_of(loaded) == fields_of(original)
+
+
+# -- malformed records ----------------------------------------------------------------------------
+
+
+def _record(**changes: Any) -> dict[str, Any]:
+    record = Instruction(content={"instruction": "q"}).to_dict()
+    record.update(changes)
+    return record
+
+
+def _loc(error: ValidationError) -> tuple[Any, ...]:
+    return tuple(error.errors()[0]["loc"])
+
+
+@pytest.mark.parametrize(
+    ("record", "loc"),
+    [
+        (_record(id="not-a-uuid"), ("id",)),
+        (_record(id="{" + str(uuid4()) + "}"), ("id",)),
+        (_record(created_at="yesterday"), ("created_at",)),
+        (_record(created_at=True), ("created_at",)),
+        (_record(metadata=[1]), ("metadata",)),
+        (_record(embedding=["a"]), ("embedding", 0)),
+        (_record(channel=5), ("channel",)),
+        (_record(sender=5), ("sender",)),
+        (_record(extra_key=1), ("extra_key",)),
+        (_record(content={"instruction": 5}), ("content", "instruction")),
+        (_record(content={"instructions": "typo"}), ("content", "instructions")),
+        (_record(content={"image_detail": "ultra"}), ("content", "image_detail")),
+        (_record(content={"images": ["file:///etc/passwd"]}), ("content", "images")),
+        (_record(content={"prompt_context": "not a list"}), ("content", "prompt_context")),
+        (_record(metadata={"lion_class": "AssistantResponse"}), ("metadata", "lion_class")),
+        (_record(metadata={"lion_class": "NoSuchClass"}), ("metadata", "lion_class")),
+        (_record(metadata={"lion_class": 7}), ("metadata", "lion_class")),
+    ],
+    ids=lambda v: "/".join(map(str, v)) if isinstance(v, tuple) else "",
+)
+def test_malformed_records_raise_validation_error_naming_the_field(
+    record: dict[str, Any], loc: tuple[Any, ...]
+) -> None:
+    with pytest.raises(ValidationError) as raised:
+        Instruction.from_dict(record)
+    assert _loc(raised.value) == loc
+    # The schema rejects every one of them too.
+    assert not RECORD.is_valid(record)
+
+
+@pytest.mark.parametrize("missing", ["id", "created_at"])
+def test_records_must_carry_identity(missing: str) -> None:
+    record = _record()
+    del record[missing]
+    with pytest.raises(ValidationError) as raised:
+        Message.from_dict(record)
+    assert _loc(raised.value) == (missing,)
+    assert "Field required" in str(raised.value)
+
+
+@pytest.mark.parametrize("content", ["text", 5, [1], None])
+def test_typed_record_with_wrong_content_type_is_a_type_error(content: Any) -> None:
+    with pytest.raises(TypeError, match="content of a Instruction record must be an object"):
+        Message.from_dict(_record(content=content))
+
+
+def test_record_loading_does_not_touch_the_callers_dict() -> None:
+    record = _record(role="assistant")
+    snapshot = copy.deepcopy(record)
+    Message.from_dict(record)
+    assert record == snapshot
+
+
+def test_from_dict_rejects_non_mappings_and_from_json_rejects_bad_json() -> None:
+    with pytest.raises(TypeError, match="must be a mapping"):
+        Message.from_dict([1, 2])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not a JSON document"):
+        Message.from_json("{nope")
+
+
+def test_record_loader_is_stricter_than_the_python_constructor() -> None:
+    # Python input takes LionAGI's conveniences; the record form is exactly the schema.
+    assert InstructionContent.from_dict({"instruction": "q"}).instruction == "q"
+    with pytest.raises(ValidationError, match="must be a string or null"):
+        Message.from_dict(_record(content={"instruction": 5}))

@@ -1,0 +1,137 @@
+"""The schemas themselves: valid against the 2020-12 metaschema, inside the portable subset,
+absolute `$id`s under one base, relative `$ref`s, and nothing resolved over the network."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from check_schemas import BASE_URI, PORTABLE_KEYWORDS, problems, subschemas
+from generate import SCHEMA_DIR, SchemaSet
+from jsonschema.validators import Draft202012Validator
+
+from tests.samples import rich_messages
+
+CONTENT_KINDS = ("system", "instruction", "assistant_response", "action_request", "action_response")
+EXPECTED_FILES = {
+    "role.schema.json",
+    "envelope.schema.json",
+    "record.schema.json",
+    *(f"content/{n}.schema.json" for n in CONTENT_KINDS),
+    *(f"messages/{n}.schema.json" for n in ("message", *CONTENT_KINDS)),
+}
+
+
+@pytest.fixture(scope="module")
+def schemas() -> SchemaSet:
+    return SchemaSet.load(SCHEMA_DIR)
+
+
+def test_the_schema_set_is_complete_and_sound(schemas: SchemaSet) -> None:
+    assert set(schemas.by_path) == EXPECTED_FILES
+    assert list(problems(schemas)) == []
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_FILES))
+def test_every_schema_is_valid_against_its_metaschema(schemas: SchemaSet, name: str) -> None:
+    schema = schemas.get(name)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    Draft202012Validator.check_schema(schema)
+    assert schema["$id"] == BASE_URI + name
+
+
+def test_only_portable_keywords_are_used(schemas: SchemaSet) -> None:
+    for name, schema in schemas.by_path.items():
+        for pointer, sub in subschemas(schema):
+            used = {k for k in sub if not k.startswith("x-")} - {"$schema", "$id"}
+            assert used <= PORTABLE_KEYWORDS, (name, pointer, used - PORTABLE_KEYWORDS)
+
+
+@pytest.fixture
+def schema_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "schemas"
+    shutil.copytree(SCHEMA_DIR, copy)
+    return copy
+
+
+def _edit(root: Path, name: str, change: Any) -> None:
+    path = root / name
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    ("keyword", "value"),
+    [
+        ("prefixItems", [{"type": "string"}]),
+        ("unevaluatedProperties", False),
+        ("dependentRequired", {"a": ["b"]}),
+        ("if", {"type": "string"}),
+        ("$dynamicRef", "#meta"),
+    ],
+)
+def test_a_keyword_outside_the_subset_is_reported(schema_copy: Path, keyword: str, value: Any) -> None:
+    _edit(
+        schema_copy, "content/system.schema.json", lambda d: d["properties"]["system_message"].update({keyword: value})
+    )
+    found = list(problems(SchemaSet.load(schema_copy)))
+    assert any(f"keyword {keyword!r} is outside the portable subset" in p for p in found), found
+
+
+def test_an_absolute_or_dangling_ref_is_reported(schema_copy: Path) -> None:
+    def point_away(data: dict[str, Any]) -> None:
+        data["properties"]["id"]["allOf"] = [{"$ref": "https://example.org/elsewhere.json"}]
+        data["properties"]["channel"] = {"$ref": "missing.schema.json"}
+
+    _edit(schema_copy, "envelope.schema.json", point_away)
+    found = list(problems(SchemaSet.load(schema_copy)))
+    assert any("must be relative" in p for p in found), found
+    assert any("'missing.schema.json' does not resolve locally" in p for p in found), found
+
+
+def test_a_recursive_ref_is_reported(schema_copy: Path) -> None:
+    _edit(schema_copy, "content/system.schema.json", lambda d: d["properties"].update({"again": {"$ref": "#"}}))
+    found = list(problems(SchemaSet.load(schema_copy)))
+    assert any("recursive $ref" in p for p in found), found
+
+
+def test_a_wrong_id_or_dialect_and_a_metaschema_violation_are_reported(schema_copy: Path) -> None:
+    def break_it(data: dict[str, Any]) -> None:
+        data["$id"] = "https://elsewhere.example/role.json"
+        data["$schema"] = "http://json-schema.org/draft-07/schema#"
+        data["enum"] = "not-a-list"
+
+    _edit(schema_copy, "role.schema.json", break_it)
+    found = list(problems(SchemaSet.load(schema_copy)))
+    assert any("$id must be" in p for p in found), found
+    assert any("$schema must be" in p for p in found), found
+    assert any("invalid against the 2020-12 metaschema" in p for p in found), found
+
+
+def test_properties_without_object_type_is_reported(schema_copy: Path) -> None:
+    _edit(schema_copy, "messages/system.schema.json", lambda d: d["properties"]["metadata"].pop("type"))
+    found = list(problems(SchemaSet.load(schema_copy)))
+    assert any('needs `"type": "object"`' in p for p in found), found
+
+
+def test_no_ref_resolution_touches_the_network(monkeypatch: pytest.MonkeyPatch, schemas: SchemaSet) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("network access attempted")
+
+    monkeypatch.setattr(socket, "socket", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    fresh = SchemaSet.load(SCHEMA_DIR)
+    for schema in fresh.by_path.values():
+        resolver = fresh.resolver(schema)
+        for _, sub in subschemas(schema):
+            if "$ref" in sub:
+                resolver.lookup(sub["$ref"])
+    record = Draft202012Validator(fresh.get("record.schema.json"), registry=fresh.registry)
+    for message in rich_messages():
+        assert record.is_valid(message.to_dict())

@@ -1,0 +1,102 @@
+"""Check the schemas: valid against the 2020-12 metaschema, inside the portable subset, local refs only.
+
+    python tools/check_schemas.py [SCHEMA_DIR]
+
+The portable subset (design.md §3) is the part of JSON Schema 2020-12 that draft-07-era tools
+(hypothesis-jsonschema, json-schema-to-typescript, fastjsonschema, ajv) read identically.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from jsonschema.validators import Draft202012Validator
+from referencing.exceptions import Unresolvable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from generate import SCHEMA_DIR, SchemaSet
+
+BASE_URI = "https://lionmsg.dev/schemas/v1/"
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+PORTABLE_KEYWORDS = frozenset(
+    {
+        "type", "properties", "required", "additionalProperties", "items", "enum", "const",
+        "anyOf", "oneOf", "allOf", "$ref", "$defs", "format", "default", "title", "description",
+        "readOnly", "minimum", "maximum", "minLength", "maxLength", "pattern",
+    }
+)  # fmt: skip
+ROOT_KEYWORDS = frozenset({"$schema", "$id"})
+_METASCHEMA = Draft202012Validator(Draft202012Validator.META_SCHEMA)
+# Keywords whose value maps names to subschemas, holds one subschema, or a list of them.
+_NAMED_SUBSCHEMAS = ("properties", "$defs")
+_ONE_SUBSCHEMA = ("items", "additionalProperties")
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf")
+
+
+def subschemas(schema: Any, pointer: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every schema object inside `schema` (itself included), with its JSON pointer."""
+    if not isinstance(schema, dict):
+        return
+    yield pointer, schema
+    for keyword in _NAMED_SUBSCHEMAS:
+        for name, sub in schema.get(keyword, {}).items():
+            yield from subschemas(sub, f"{pointer}/{keyword}/{name}")
+    for keyword in _ONE_SUBSCHEMA:
+        if keyword in schema:
+            yield from subschemas(schema[keyword], f"{pointer}/{keyword}")
+    for keyword in _SUBSCHEMA_LISTS:
+        for index, sub in enumerate(schema.get(keyword, [])):
+            yield from subschemas(sub, f"{pointer}/{keyword}/{index}")
+
+
+def problems(schemas: SchemaSet) -> Iterator[str]:
+    """Every way the schema set breaks a rule; nothing when it is sound."""
+    seen_ids: dict[str, str] = {}
+    for name, schema in schemas.by_path.items():
+        for error in _METASCHEMA.iter_errors(schema):
+            yield f"{name}: invalid against the 2020-12 metaschema: {error.message}"
+        if schema.get("$schema") != DIALECT:
+            yield f"{name}: $schema must be {DIALECT}"
+        expected_id = BASE_URI + name
+        if schema.get("$id") != expected_id:
+            yield f"{name}: $id must be {expected_id}"
+        seen_ids[schema.get("$id", "")] = name
+        resolver = schemas.resolver(schema)
+        for pointer, sub in subschemas(schema):
+            keywords = {k for k in sub if not k.startswith("x-")} - (ROOT_KEYWORDS if pointer == "" else frozenset())
+            for keyword in sorted(keywords - PORTABLE_KEYWORDS):
+                yield f"{name}#{pointer}: keyword {keyword!r} is outside the portable subset"
+            if "properties" in sub and sub.get("type") != "object":
+                yield f'{name}#{pointer}: `properties` needs `"type": "object"` beside it (ajv strict mode)'
+            if "$ref" in sub:
+                ref = sub["$ref"]
+                if "://" in ref:
+                    yield f"{name}#{pointer}: $ref {ref!r} must be relative"
+                try:
+                    resolver.lookup(ref)
+                except Unresolvable as exc:
+                    yield f"{name}#{pointer}: $ref {ref!r} does not resolve locally ({exc})"
+        try:
+            schemas.inline(schema, resolver, max_depth=32)
+        except RecursionError:
+            yield f"{name}: recursive $ref (outside the portable subset)"
+        except Unresolvable:
+            pass  # reported above
+
+
+def main(argv: list[str]) -> int:
+    schemas = SchemaSet.load(Path(argv[0]) if argv else SCHEMA_DIR)
+    found = list(problems(schemas))
+    for problem in found:
+        print(problem, file=sys.stderr)
+    if not found:
+        print(f"{len(schemas.by_path)} schemas valid, portable and self-contained")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,413 @@
+"""Render `lionmsg/generated/` from `schemas/` and `templates/`.
+
+    python tools/generate.py            write the generated modules
+    python tools/generate.py --check    exit 1 and print a diff when they are stale
+
+Who renders what:
+
+* `content.py` (the five content dataclasses) -- datamodel-code-generator, driven by our template
+  `templates/datamodel-codegen/dataclass.jinja2`. Before handing it the content schemas, this script
+  inlines their `$ref`s and annotates every property with its compiled wire check (`x-lionmsg-check`),
+  so the template can render the record loader and serializer next to the fields.
+* `roles.py`, `messages.py`, `__init__.py` -- Jinja directly (`templates/*.py.jinja`) from the role,
+  envelope and message-kind schemas: datamodel-code-generator would duplicate the role enum per
+  subclass and invent stand-in classes for the envelope hierarchy.
+
+Every file is then formatted by the pinned ruff, so the output is byte-identical on every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import referencing
+import referencing.jsonschema
+from datamodel_code_generator import InputFileType, LiteralType, PythonVersion, generate
+from datamodel_code_generator.enums import DataclassArguments, DataModelType
+from referencing._core import Resolver
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_DIR = ROOT / "schemas"
+TEMPLATE_DIR = ROOT / "templates"
+OUTPUT_DIR = ROOT / "lionmsg" / "generated"
+
+CONTENT_SCHEMAS = ("system", "instruction", "assistant_response", "action_request", "action_response")
+KIND_SCHEMAS = ("message", *CONTENT_SCHEMAS)
+
+
+# -- loading -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SchemaSet:
+    """The schema files of one directory, addressable by file name and by `$id`."""
+
+    root: Path
+    by_path: dict[str, dict[str, Any]]
+    registry: referencing.Registry[Any]
+
+    @classmethod
+    def load(cls, root: Path) -> SchemaSet:
+        by_path: dict[str, dict[str, Any]] = {}
+        for path in sorted(root.rglob("*.schema.json")):
+            by_path[path.relative_to(root).as_posix()] = json.loads(path.read_text(encoding="utf-8"))
+        # No `retrieve`: a $ref to anything outside these files fails instead of touching the network.
+        registry: referencing.Registry[Any] = referencing.Registry().with_resources(
+            (schema["$id"], referencing.jsonschema.DRAFT202012.create_resource(schema)) for schema in by_path.values()
+        )
+        return cls(root, by_path, registry)
+
+    def get(self, name: str) -> dict[str, Any]:
+        return self.by_path[name]
+
+    def resolver(self, schema: dict[str, Any]) -> Resolver[Any]:
+        return self.registry.resolver(base_uri=schema["$id"])
+
+    def resolve(self, ref: str, resolver: Resolver[Any]) -> tuple[dict[str, Any], Resolver[Any]]:
+        """The schema a `$ref` points at, and the resolver for its own `$ref`s."""
+        resolved = resolver.lookup(ref)
+        assert isinstance(resolved.contents, dict), ref
+        return resolved.contents, resolved.resolver
+
+    def inline(self, schema: Any, resolver: Resolver[Any], max_depth: int = 64) -> Any:
+        """`schema` with every `$ref` replaced by its target; RecursionError past `max_depth` refs deep
+        (the portable subset has no recursive refs)."""
+        if isinstance(schema, list):
+            return [self.inline(item, resolver, max_depth) for item in schema]
+        if not isinstance(schema, dict):
+            return schema
+        if "$ref" in schema:
+            if max_depth == 0:
+                raise RecursionError(f"$ref {schema['$ref']!r} nests too deeply")
+            target, target_resolver = self.resolve(schema["$ref"], resolver)
+            siblings = {k: v for k, v in schema.items() if k != "$ref"}
+            return {**self.inline(target, target_resolver, max_depth - 1), **self.inline(siblings, resolver, max_depth)}
+        return {
+            key: self.inline(value, resolver, max_depth)
+            for key, value in schema.items()
+            if key not in ("$defs", "$id", "$schema")
+        }
+
+
+# -- wire checks compiled from JSON Schema -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Check:
+    """A Python expression over `{v}` that holds exactly when the value matches a schema."""
+
+    expr: str
+    expected: str
+
+
+_TYPE_CHECKS = {
+    "string": ("isinstance({v}, str)", "a string"),
+    "integer": ("(isinstance({v}, int) and not isinstance({v}, bool))", "an integer"),
+    "number": ("(isinstance({v}, (int, float)) and not isinstance({v}, bool))", "a number"),
+    "boolean": ("isinstance({v}, bool)", "a boolean"),
+    "object": ("isinstance({v}, dict)", "an object"),
+    "array": ("isinstance({v}, list)", "an array"),
+    "null": ("{v} is None", "null"),
+}
+
+_SUPPORTED_CHECK_KEYWORDS = {
+    "type", "enum", "const", "pattern", "items", "anyOf", "oneOf", "allOf",
+    "minLength", "maxLength", "minimum", "maximum",
+    # annotations: no effect on validity
+    "title", "description", "default", "readOnly", "format",
+}  # fmt: skip
+
+
+def compile_check(schema: Any, depth: int = 0) -> Check | None:
+    """Compile an inlined schema into a `Check`; None when every JSON value is valid."""
+    if schema is True or schema == {}:
+        return None
+    assert isinstance(schema, dict), schema
+    unknown = {k for k in schema if not k.startswith("x-")} - _SUPPORTED_CHECK_KEYWORDS
+    if unknown:
+        raise ValueError(f"cannot compile a wire check for keyword(s) {sorted(unknown)}")
+    parts: list[Check] = []
+    types = schema.get("type", [])
+    types = types if isinstance(types, list) else [types]
+    # Constraints that apply to strings only; joined to the type check when it is exactly "string".
+    string_conds: list[Check] = []
+    if "pattern" in schema:
+        string_conds.append(Check(f"matches({schema['pattern']!r}, {{v}})", f"matching {schema['pattern']}"))
+    for keyword, op in (("minLength", ">="), ("maxLength", "<=")):
+        if keyword in schema:
+            string_conds.append(Check(f"len({{v}}) {op} {schema[keyword]}", f"with {keyword} {schema[keyword]}"))
+    if types == ["string"] and string_conds:
+        conds = " and ".join(c.expr for c in string_conds)
+        expected = "a string " + " and ".join(c.expected for c in string_conds)
+        parts.append(Check(f"(isinstance({{v}}, str) and {conds})", expected))
+    else:
+        if types:
+            exprs = [_TYPE_CHECKS[t][0] for t in types]
+            parts.append(Check(_any_of(exprs), " or ".join(_TYPE_CHECKS[t][1] for t in types)))
+        for string_cond in string_conds:
+            expr = f"(not isinstance({{v}}, str) or {string_cond.expr})"
+            parts.append(Check(expr, f"a string {string_cond.expected} when a string"))
+    if "enum" in schema:
+        choices = ", ".join(map(json.dumps, schema["enum"]))
+        parts.append(Check(f"{{v}} in {tuple(schema['enum'])!r}", f"one of {choices}"))
+    if "const" in schema:
+        parts.append(Check(f"{{v}} == {schema['const']!r}", f"exactly {json.dumps(schema['const'])}"))
+    for keyword, op in (("minimum", ">="), ("maximum", "<=")):
+        if keyword in schema:
+            cond = f"{{v}} {op} {schema[keyword]!r}"
+            numbers = "(not isinstance({v}, (int, float)) or isinstance({v}, bool) or {cond})"
+            parts.append(Check(numbers.replace("{cond}", cond), f"{keyword} {schema[keyword]}"))
+    if "items" in schema:
+        item = compile_check(schema["items"], depth + 1)
+        if item is not None:
+            name = f"item{depth}"
+            cond = f"all({item.expr.replace('{v}', name)} for {name} in {{v}})"
+            parts.append(Check(f"(not isinstance({{v}}, list) or {cond})", f"an array of {item.expected}"))
+    for keyword in ("anyOf", "oneOf"):
+        if keyword in schema:
+            branches = [compile_check(branch, depth) for branch in schema[keyword]]
+            if all(branch is not None for branch in branches):
+                checks = [branch for branch in branches if branch is not None]
+                parts.append(Check(_any_of([c.expr for c in checks]), " or ".join(c.expected for c in checks)))
+    for branch in schema.get("allOf", []):
+        check = compile_check(branch, depth)
+        if check is not None:
+            parts.append(check)
+    if not parts:
+        return None
+    expr = parts[0].expr if len(parts) == 1 else "(" + " and ".join(p.expr for p in parts) + ")"
+    expected = parts[0].expected if len(parts) == 1 else " and ".join(p.expected for p in parts)
+    return Check(expr, expected)
+
+
+def _any_of(exprs: list[str]) -> str:
+    return exprs[0] if len(exprs) == 1 else "(" + " or ".join(exprs) + ")"
+
+
+# -- rendering -----------------------------------------------------------------------------------
+
+
+def _header(sources: list[str]) -> str:
+    return (
+        "# DO NOT EDIT: generated by tools/generate.py (`make generate`).\n"
+        "# sources: " + ", ".join(f"schemas/{s}" for s in sources) + "\n"
+    )
+
+
+def _jinja() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["py"] = repr
+    return env
+
+
+def _python_default(value: Any) -> str:
+    """A record default as Python source for the envelope fields."""
+    roles = {"system", "user", "assistant", "unset", "action"}
+    if isinstance(value, str) and value in roles:
+        return f"MessageRole.{value.upper()}"
+    return repr(value)
+
+
+def render_roles(schemas: SchemaSet) -> str:
+    schema = schemas.get("role.schema.json")
+    members = list(zip(schema["x-enum-varnames"], schema["enum"], strict=True))
+    return (
+        _jinja()
+        .get_template("roles.py.jinja")
+        .render(header=_header(["role.schema.json"]), schema=schema, members=members)
+    )
+
+
+def render_content(schemas: SchemaSet) -> str:
+    """The content dataclasses, through datamodel-code-generator and our dataclass template."""
+    defs: dict[str, Any] = {}
+    imports: list[str] = []
+    for name in CONTENT_SCHEMAS:
+        schema = schemas.get(f"content/{name}.schema.json")
+        inlined = schemas.inline(schema, schemas.resolver(schema))
+        for prop in inlined["properties"].values():
+            check = compile_check({k: v for k, v in prop.items() if not k.startswith("x-")})
+            if check is not None:
+                prop["x-lionmsg-check"] = {"expr": check.expr, "expected": check.expected}
+        module, _, base = schema["x-lionmsg-behaviour"].partition(":")
+        imports.append(f"{module}.{base}")
+        inlined["x-lionmsg-behaviour"] = base
+        defs[inlined["title"]] = inlined
+    # The root becomes a union alias of the five classes (datamodel-code-generator always renders a root).
+    document = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "AnyContent",
+        "description": "Any typed message content.",
+        "anyOf": [{"$ref": f"#/$defs/{title}"} for title in defs],
+        "$defs": defs,
+    }
+    code = generate(
+        document,
+        input_file_type=InputFileType.JsonSchema,
+        output_model_type=DataModelType.DataclassesDataclass,
+        dataclass_arguments=DataclassArguments(slots=True),
+        custom_template_dir=TEMPLATE_DIR / "datamodel-codegen",
+        custom_file_header=_header([f"content/{n}.schema.json" for n in CONTENT_SCHEMAS]).rstrip("\n"),
+        disable_timestamp=True,
+        target_python_version=PythonVersion.PY_310,
+        use_union_operator=True,
+        use_standard_collections=True,
+        strict_nullable=True,
+        field_include_all_keys=True,
+        enum_field_as_literal=LiteralType.All,
+        keep_model_order=True,
+        use_schema_description=True,
+        additional_imports=[
+            *imports,
+            "lionmsg.runtime.wire.matches",
+            "lionmsg.runtime.wire.RecordFieldError",
+            "typing.ClassVar",
+            "typing.Any",
+            "collections.abc.Mapping",
+        ],
+        formatters=[],
+    )
+    assert isinstance(code, str)
+    return code
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One message class, read from its schema."""
+
+    name: str
+    schema_file: str
+    description: str
+    role: str
+    content_class: str | None
+    content_description: str
+    sender_default: str
+    recipient_default: str
+
+
+def _kinds(schemas: SchemaSet) -> Iterator[Kind]:
+    envelope = schemas.get("envelope.schema.json")["properties"]
+    for name in KIND_SCHEMAS:
+        file = f"messages/{name}.schema.json"
+        schema = schemas.get(file)
+        props = schema["properties"]
+        content_ref = props["content"].get("allOf", [{}])[0].get("$ref")
+        content_class = None
+        if content_ref is not None:
+            content_schema, _ = schemas.resolve(content_ref, schemas.resolver(schema))
+            content_class = content_schema["title"]
+        yield Kind(
+            name=schema["title"],
+            schema_file=file,
+            description=schema["description"],
+            role=props["role"]["const"],
+            content_class=content_class,
+            content_description=props["content"].get("description", envelope["content"]["description"]),
+            sender_default=_python_default(props.get("sender", envelope["sender"])["default"]),
+            recipient_default=_python_default(props.get("recipient", envelope["recipient"])["default"]),
+        )
+
+
+def render_messages(schemas: SchemaSet) -> str:
+    envelope = schemas.get("envelope.schema.json")
+    kinds = list(_kinds(schemas))
+    sources = ["envelope.schema.json", *(k.schema_file for k in kinds), "record.schema.json"]
+    return (
+        _jinja()
+        .get_template("messages.py.jinja")
+        .render(
+            header=_header(sources),
+            kinds=kinds,
+            envelope=envelope["properties"],
+            base_id=schemas.get("record.schema.json")["$id"].rsplit("/", 1)[0] + "/",
+        )
+    )
+
+
+def render_init(schemas: SchemaSet) -> str:
+    return _jinja().get_template("__init__.py.jinja").render(header=_header(["*"]))
+
+
+def render_all(schema_dir: Path = SCHEMA_DIR) -> dict[str, str]:
+    """Every generated file, by name, formatted."""
+    schemas = SchemaSet.load(schema_dir)
+    files = {
+        "__init__.py": render_init(schemas),
+        "roles.py": render_roles(schemas),
+        "content.py": render_content(schemas),
+        "messages.py": render_messages(schemas),
+    }
+    return {name: _format(name, text) for name, text in files.items()}
+
+
+def _format(name: str, text: str) -> str:
+    """Sort imports and format with the project's pinned ruff, from stdin to stdout."""
+    ruff = [sys.executable, "-m", "ruff"]
+    stdin_name = ["--stdin-filename", str(OUTPUT_DIR / name)]
+    fixed = subprocess.run(
+        [*ruff, "check", "--fix-only", "--exit-zero", "--quiet", *stdin_name, "-"],
+        input=text, capture_output=True, text=True, check=True, cwd=ROOT,
+    ).stdout  # fmt: skip
+    formatted = subprocess.run(
+        [*ruff, "format", "--quiet", *stdin_name, "-"],
+        input=fixed, capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    return formatted.stdout
+
+
+# -- command line --------------------------------------------------------------------------------
+
+
+def stale_report(rendered: Mapping[str, str], output_dir: Path) -> str:
+    """A unified diff between what is on disk and what the schemas render; empty when up to date."""
+    on_disk = {p.name: p.read_text(encoding="utf-8") for p in sorted(output_dir.glob("*.py"))}
+    lines: list[str] = []
+    for name in sorted(set(rendered) | set(on_disk)):
+        old, new = on_disk.get(name, ""), rendered.get(name, "")
+        if old != new:
+            lines += difflib.unified_diff(
+                old.splitlines(keepends=True), new.splitlines(keepends=True),
+                f"{output_dir.name}/{name} (on disk)", f"{output_dir.name}/{name} (from schemas)",
+            )  # fmt: skip
+    return "".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail with a diff when generated/ is stale")
+    parser.add_argument("--schemas", type=Path, default=SCHEMA_DIR)
+    parser.add_argument("--out", type=Path, default=OUTPUT_DIR)
+    args = parser.parse_args(argv)
+    rendered = render_all(args.schemas)
+    if args.check:
+        report = stale_report(rendered, args.out)
+        if report:
+            sys.stdout.write(report)
+            print("\ngenerated code is stale or was edited by hand: run `make generate`", file=sys.stderr)
+            return 1
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    for stale in {p.name for p in args.out.glob("*.py")} - set(rendered):
+        (args.out / stale).unlink()
+    for name, text in rendered.items():
+        (args.out / name).write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
