@@ -11,6 +11,7 @@ import json
 import sys
 from typing import Any
 
+from lionagi.protocols import messages as lionagi_messages
 from lionagi.protocols.messages import (
     ActionRequest,
     ActionResponse,
@@ -78,7 +79,14 @@ def load(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return loaded
 
 
+def render(contents: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    return [getattr(lionagi_messages, name).from_dict(data).rendered for name, data in contents]
+
+
 if __name__ == "__main__":
-    command = sys.argv[1]
-    result = dump() if command == "dump" else load(json.load(sys.stdin))
-    json.dump(result, sys.stdout)
+    commands = {
+        "dump": lambda: dump(),
+        "load": lambda: load(json.load(sys.stdin)),
+        "render": lambda: render(json.load(sys.stdin)),
+    }
+    json.dump(commands[sys.argv[1]](), sys.stdout)

@@ -171,7 +171,12 @@ def compile_check(schema: Any, depth: int = 0) -> Check | None:
         if item is not None:
             name = f"item{depth}"
             cond = f"all({item.expr.replace('{v}', name)} for {name} in {{v}})"
-            parts.append(Check(f"(not isinstance({{v}}, list) or {cond})", f"an array of {item.expected}"))
+            if types == ["array"]:  # the type check above becomes "an array of <items>"
+                parts[0] = Check(
+                    f"(isinstance({{v}}, list) and {cond})", f"an array of items that are each {item.expected}"
+                )
+            else:
+                parts.append(Check(f"(not isinstance({{v}}, list) or {cond})", f"an array of {item.expected}"))
     for keyword in ("anyOf", "oneOf"):
         if keyword in schema:
             branches = [compile_check(branch, depth) for branch in schema[keyword]]
@@ -244,7 +249,7 @@ def render_content(schemas: SchemaSet) -> str:
             check = compile_check({k: v for k, v in prop.items() if not k.startswith("x-")})
             if check is not None:
                 prop["x-lionmsg-check"] = {"expr": check.expr, "expected": check.expected}
-        module, _, base = schema["x-lionmsg-behaviour"].partition(":")
+        module, base = _module_and_name(schema["x-lionmsg-behaviour"]) or ("", "")
         imports.append(f"{module}.{base}")
         inlined["x-lionmsg-behaviour"] = base
         defs[inlined["title"]] = inlined
@@ -298,6 +303,7 @@ class Kind:
     content_description: str
     sender_default: str
     recipient_default: str
+    behaviour: tuple[str, str] | None  # (module, class) of the kind's mixin, from x-lionmsg-behaviour
 
 
 def _kinds(schemas: SchemaSet) -> Iterator[Kind]:
@@ -320,7 +326,15 @@ def _kinds(schemas: SchemaSet) -> Iterator[Kind]:
             content_description=props["content"].get("description", envelope["content"]["description"]),
             sender_default=_python_default(props.get("sender", envelope["sender"])["default"]),
             recipient_default=_python_default(props.get("recipient", envelope["recipient"])["default"]),
+            behaviour=_module_and_name(schema.get("x-lionmsg-behaviour")),
         )
+
+
+def _module_and_name(reference: str | None) -> tuple[str, str] | None:
+    if reference is None:
+        return None
+    module, _, name = reference.partition(":")
+    return module, name
 
 
 def render_messages(schemas: SchemaSet) -> str:

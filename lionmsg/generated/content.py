@@ -315,14 +315,45 @@ class InstructionContent(InstructionBehaviour):
                 "InstructionContent.plain_content must be a string or null",
                 self.plain_content,
             )
-        if not (
-            isinstance(self.tool_schemas, list)
-            and (not isinstance(self.tool_schemas, list) or all(isinstance(item0, dict) for item0 in self.tool_schemas))
-        ):
+        if not (isinstance(self.tool_schemas, list) and all(isinstance(item0, dict) for item0 in self.tool_schemas)):
             raise RecordFieldError(
                 "tool_schemas",
-                "InstructionContent.tool_schemas must be an array and an array of an object",
+                "InstructionContent.tool_schemas must be an array of items that are each an object",
                 self.tool_schemas,
+            )
+        if not (
+            isinstance(self.images, list)
+            and all(
+                (
+                    isinstance(item0, str)
+                    and (
+                        (
+                            isinstance(item0, str)
+                            and matches("^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+(?:[/?#]\\S*)?$", item0)
+                        )
+                        or (
+                            isinstance(item0, str)
+                            and matches(
+                                "^data:image/(?:png|jpe?g|gif|webp);base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
+                                item0,
+                            )
+                        )
+                        or (
+                            isinstance(item0, str)
+                            and matches(
+                                "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
+                                item0,
+                            )
+                        )
+                    )
+                )
+                for item0 in self.images
+            )
+        ):
+            raise RecordFieldError(
+                "images",
+                "InstructionContent.images must be an array of items that are each a string and a string matching ^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+(?:[/?#]\\S*)?$ or a string matching ^data:image/(?:png|jpe?g|gif|webp);base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$ or a string matching ^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
+                self.images,
             )
         if self.image_detail not in ("low", "high", "auto", None):
             raise RecordFieldError(
@@ -362,15 +393,11 @@ class InstructionContent(InstructionBehaviour):
                 data["plain_content"],
             )
         if "tool_schemas" in data and not (
-            isinstance(data["tool_schemas"], list)
-            and (
-                not isinstance(data["tool_schemas"], list)
-                or all(isinstance(item0, dict) for item0 in data["tool_schemas"])
-            )
+            isinstance(data["tool_schemas"], list) and all(isinstance(item0, dict) for item0 in data["tool_schemas"])
         ):
             raise RecordFieldError(
                 "tool_schemas",
-                "InstructionContent.tool_schemas must be an array and an array of an object",
+                "InstructionContent.tool_schemas must be an array of items that are each an object",
                 data["tool_schemas"],
             )
         if "response_format" in data and not (
@@ -383,39 +410,36 @@ class InstructionContent(InstructionBehaviour):
             )
         if "images" in data and not (
             isinstance(data["images"], list)
-            and (
-                not isinstance(data["images"], list)
-                or all(
-                    (
-                        isinstance(item0, str)
-                        and (
-                            (
-                                isinstance(item0, str)
-                                and matches("^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+(?:[/?#]\\S*)?$", item0)
+            and all(
+                (
+                    isinstance(item0, str)
+                    and (
+                        (
+                            isinstance(item0, str)
+                            and matches("^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+(?:[/?#]\\S*)?$", item0)
+                        )
+                        or (
+                            isinstance(item0, str)
+                            and matches(
+                                "^data:image/(?:png|jpe?g|gif|webp);base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
+                                item0,
                             )
-                            or (
-                                isinstance(item0, str)
-                                and matches(
-                                    "^data:image/(?:png|jpe?g|gif|webp);base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
-                                    item0,
-                                )
-                            )
-                            or (
-                                isinstance(item0, str)
-                                and matches(
-                                    "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
-                                    item0,
-                                )
+                        )
+                        or (
+                            isinstance(item0, str)
+                            and matches(
+                                "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
+                                item0,
                             )
                         )
                     )
-                    for item0 in data["images"]
                 )
+                for item0 in data["images"]
             )
         ):
             raise RecordFieldError(
                 "images",
-                "InstructionContent.images must be an array and an array of a string and a string matching ^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+(?:[/?#]\\S*)?$ or a string matching ^data:image/(?:png|jpe?g|gif|webp);base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$ or a string matching ^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
+                "InstructionContent.images must be an array of items that are each a string and a string matching ^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+(?:[/?#]\\S*)?$ or a string matching ^data:image/(?:png|jpe?g|gif|webp);base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$ or a string matching ^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
                 data["images"],
             )
         if "image_detail" in data and data["image_detail"] not in ("low", "high", "auto", None):

@@ -12,6 +12,7 @@ from pydantic import Field, field_serializer, field_validator
 from lionmsg.runtime.addressing import SenderRecipient, normalize_address
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.envelope import MessageBehaviour, coerce_content
+from lionmsg.runtime.kinds import ActionRequestKind, ActionResponseKind, AssistantResponseKind
 
 from .content import (
     ActionRequestContent,
@@ -100,7 +101,7 @@ class Instruction(Message):
         return value.to_dict()
 
 
-class AssistantResponse(Message):
+class AssistantResponse(AssistantResponseKind, Message):
     """An assistant turn. Addressed to `user` unless the record says otherwise. Its `metadata.lion_class` must name the class."""
 
     _role: ClassVar[MessageRole] = MessageRole.ASSISTANT
@@ -122,7 +123,7 @@ class AssistantResponse(Message):
         return value.to_dict()
 
 
-class ActionRequest(Message):
+class ActionRequest(ActionRequestKind, Message):
     """A tool call requested by the assistant. Its `metadata.lion_class` must name the class."""
 
     _role: ClassVar[MessageRole] = MessageRole.ACTION
@@ -140,7 +141,7 @@ class ActionRequest(Message):
         return value.to_dict()
 
 
-class ActionResponse(Message):
+class ActionResponse(ActionResponseKind, Message):
     """The result of a tool call, linked to its request. Its `metadata.lion_class` must name the class."""
 
     _role: ClassVar[MessageRole] = MessageRole.ACTION

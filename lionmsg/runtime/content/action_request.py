@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, Any
 
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.content.ids import record_id
+from lionmsg.runtime.fuzzy import fuzzy_dict
+from lionmsg.runtime.render.minimal_yaml import minimal_yaml
 
-__all__ = ["ActionRequestBehaviour"]
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["ActionRequestBehaviour", "function_name"]
+
+
+def function_name(function: Any) -> str:
+    """A callable's `__name__`, an object's `.function`, or the string itself."""
+    if callable(function) and isinstance(getattr(function, "__name__", None), str):
+        function = function.__name__
+    elif hasattr(function, "function"):
+        function = function.function
+    if not isinstance(function, str):
+        raise ValueError("Function must be a string or callable")
+    return function
 
 
 class ActionRequestBehaviour(MessageContent):
@@ -19,5 +36,24 @@ class ActionRequestBehaviour(MessageContent):
     else:
         __slots__ = ()
 
+    @classmethod
+    def _from_input(cls, data: dict[str, Any]) -> Self:
+        # The request owns its arguments: later changes to the caller's objects must not leak in.
+        if "arguments" in data:
+            data["arguments"] = copy.deepcopy(data["arguments"])
+        return cls(**data)
+
     def _normalize(self) -> None:
+        self.function = function_name(self.function)
+        if not isinstance(self.arguments, dict):
+            self.arguments = fuzzy_dict(self.arguments)
         self.action_response_id = record_id(self.action_response_id)
+
+    @property
+    def rendered(self) -> str:
+        return minimal_yaml({"Function": self.function, "Arguments": self.arguments}).strip()
+
+    def render_compact(self) -> str:
+        """A call-like one-liner: `search(q='x', n=3)`."""
+        arguments = ", ".join(f"{key}={value!r}" for key, value in self.arguments.items())
+        return f"{self.function or 'unknown'}({arguments})"

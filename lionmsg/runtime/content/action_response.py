@@ -6,11 +6,14 @@ from typing import TYPE_CHECKING, Any
 
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.content.ids import record_id
+from lionmsg.runtime.render.minimal_yaml import minimal_yaml
 
 __all__ = ["ActionResponseBehaviour"]
 
 
 class ActionResponseBehaviour(MessageContent):
+    """The call succeeded exactly when `error is None`."""
+
     if TYPE_CHECKING:
         # Fields of the generated subclass, from its schema.
         function: str
@@ -23,3 +26,37 @@ class ActionResponseBehaviour(MessageContent):
 
     def _normalize(self) -> None:
         self.action_request_id = record_id(self.action_request_id)
+
+    @property
+    def success(self) -> bool:
+        return self.error is None
+
+    @property
+    def request_id(self) -> str | None:
+        """Alias of `action_request_id`."""
+        return self.action_request_id
+
+    @property
+    def result(self) -> Any:
+        """Alias of `output`."""
+        return self.output
+
+    def render_summary(self) -> str:
+        """One short line for round summaries: "ok", the output, or "error: <message>"."""
+        if not self.success:
+            return f"error: {self.error or 'unknown'}"
+        if self.output is None:
+            return "ok"
+        if isinstance(self.output, str):
+            return self.output
+        if isinstance(self.output, dict | list):
+            return minimal_yaml(self.output)
+        return str(self.output)
+
+    @property
+    def rendered(self) -> str:
+        # Unlike LionAGI 0.36.0, a failed call shows its error: the model must see that it failed.
+        doc: dict[str, Any] = {"Function": self.function, "Arguments": self.arguments, "Output": self.output}
+        if self.error is not None:
+            doc["Error"] = self.error or "unknown"
+        return minimal_yaml(doc).strip()

@@ -5,11 +5,42 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from lionmsg.runtime.content.base import MessageContent
+from lionmsg.runtime.content.images import image_problem, image_url
+from lionmsg.runtime.content.structure import build_structure, resolve_structure
+from lionmsg.runtime.render.minimal_yaml import minimal_yaml
+from lionmsg.runtime.wire import RecordFieldError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["InstructionBehaviour"]
 
+_HANDLE_CONTEXT = ("extend", "replace")
+
+
+def _as_list(value: Any) -> list[Any]:
+    """A list as given (copied); None as no items; any other value as a one-item list."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _flat_tool_schemas(value: Any) -> list[Any]:
+    # A flat list stays flat, the {"tools": [...]} wrapper tool managers emit is unwrapped, and a
+    # single schema becomes a one-item list.
+    if isinstance(value, dict) and "tools" in value:
+        value = value["tools"]
+    return _as_list(value)
+
 
 class InstructionBehaviour(MessageContent):
+    """Context handling, tool schema flattening, response formats, image checks and rendering.
+
+    `from_dict` (and so `Instruction(content={...})` and `update()`) also takes `context` (the
+    compatibility name of `prompt_context`) with `handle_context`: "extend" (default) appends it to
+    any `prompt_context`, "replace" replaces it.
+    """
+
     if TYPE_CHECKING:
         # Fields of the generated subclass, from its schema.
         instruction: str | None
@@ -25,8 +56,57 @@ class InstructionBehaviour(MessageContent):
     else:
         __slots__ = ()
 
+    _INPUT_ALIASES = frozenset({"context", "handle_context"})
+
+    @classmethod
+    def _from_input(cls, data: dict[str, Any]) -> Self:
+        handle_context = data.pop("handle_context", "extend")
+        if handle_context not in _HANDLE_CONTEXT:
+            raise ValueError("handle_context must be either 'extend' or 'replace'")
+        if "context" in data:
+            context = _as_list(data.pop("context"))
+            if handle_context == "extend":
+                context = _as_list(data.get("prompt_context")) + context
+            data["prompt_context"] = context
+        if data.get("images") and data.get("image_detail") is None:
+            data["image_detail"] = "auto"
+        return cls(**data)
+
     def _normalize(self) -> None:
-        # Python callers may pass None for a list: it means "none".
-        for name in ("prompt_context", "tool_schemas", "images"):
-            if getattr(self, name) is None:
-                setattr(self, name, [])
+        self.prompt_context = _as_list(self.prompt_context)
+        self.tool_schemas = _flat_tool_schemas(self.tool_schemas)
+        self.images = _as_list(self.images)
+        for index, ref in enumerate(self.images):
+            problem = image_problem(ref)
+            if problem is not None:
+                raise RecordFieldError("images", f"InstructionContent.images[{index}]: {problem}", ref)
+        self.structure = resolve_structure(self.structure)
+        self._structure_instance = build_structure(self.structure, self.response_format)
+
+    @property
+    def rendered(self) -> str | list[dict[str, Any]]:
+        """The prompt text; with images, a provider-neutral list: one text part, then image parts."""
+        text = self._text()
+        if not self.images:
+            return text
+        detail = self.image_detail or "auto"
+        parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        parts.extend(
+            {"type": "image_url", "image_url": {"url": image_url(ref), "detail": detail}} for ref in self.images
+        )
+        return parts
+
+    def _text(self) -> str:
+        if self.plain_content:
+            return self.plain_content
+        structure = self._structure_instance
+        sections: dict[str, Any] = {
+            "Guidance": self.guidance,
+            "Instruction": self.instruction,
+            "Context": self.prompt_context,
+            "Tools": self.tool_schemas,
+            "ResponseSchema": None if structure is None else structure.schema(),
+            "ResponseFormat": None if structure is None else structure.render(),
+        }
+        shown = {name: value for name, value in sections.items() if value not in (None, "", [], {})}
+        return minimal_yaml(shown).strip()

@@ -29,3 +29,10 @@ class SystemBehaviour(MessageContent):
             self.system_datetime = current_system_time()
         elif self.system_datetime is False:
             self.system_datetime = None
+
+    @property
+    def rendered(self) -> str:
+        """`System Time: <time>`, a blank line, then the prompt; just the prompt without a time."""
+        if self.system_datetime:
+            return f"System Time: {self.system_datetime}\n\n{self.system_message}"
+        return self.system_message

@@ -1,0 +1,65 @@
+"""How an instruction asks for a structured response: the ResponseSchema and ResponseFormat sections.
+
+A structure class takes the response format (a JSON object, or a pydantic model class) in its
+constructor and offers `schema()` (the JSON Schema shown as ResponseSchema, or None) and `render()`
+(the ResponseFormat text). `JsonStructure` is the default; pass another class as
+`InstructionContent(structure=...)` to change the wording. The wording is lionmsg's own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = ["JsonStructure", "build_structure", "resolve_structure"]
+
+
+class JsonStructure:
+    """Ask for one JSON object: shows the model's JSON Schema (for a model class) and an example."""
+
+    def __init__(self, response_format: type[BaseModel] | dict[str, Any]) -> None:
+        self.response_format = response_format
+        self.is_dict_mode = isinstance(response_format, dict)
+
+    def schema(self) -> dict[str, Any] | None:
+        if isinstance(self.response_format, dict):
+            return None
+        return self.response_format.model_json_schema()
+
+    def example(self) -> dict[str, Any]:
+        """The shape to reply with: the dict as given, or each model field with its JSON type."""
+        if isinstance(self.response_format, dict):
+            return self.response_format
+        properties = self.response_format.model_json_schema().get("properties", {})
+        return {name: spec.get("type", "any") for name, spec in properties.items()}
+
+    def render(self) -> str:
+        example = json.dumps(self.example(), ensure_ascii=False, default=str)
+        return f"Reply with one JSON object of this shape, in a ```json code block:\n```json\n{example}\n```"
+
+
+def resolve_structure(structure: Any) -> Any:
+    """None, "json" and every other string select JsonStructure; a class is used as given."""
+    if structure is None or isinstance(structure, str):
+        return JsonStructure
+    if isinstance(structure, type):
+        return structure
+    raise ValueError(f"structure must be None, a string or a class, got {type(structure).__name__}")
+
+
+def build_structure(structure_cls: Any, response_format: Any) -> Any:
+    """The structure instance for a response format, or None without one."""
+    if response_format is None:
+        return None
+    if isinstance(response_format, BaseModel):
+        return structure_cls(type(response_format))
+    if isinstance(response_format, dict) or (
+        isinstance(response_format, type) and issubclass(response_format, BaseModel)
+    ):
+        return structure_cls(response_format)
+    raise ValueError(
+        "response_format must be a dict, a pydantic model class or a pydantic model instance, "
+        f"got {type(response_format).__name__}"
+    )

@@ -1,0 +1,175 @@
+"""ActionRequest and ActionResponse content (ADR-0006 D2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from lionmsg import ActionRequest, ActionRequestContent, ActionResponse, ActionResponseContent, Message
+from tests.conftest import fields_of
+
+
+def my_tool(q: str) -> str:
+    return q
+
+
+class HasFunction:
+    function = "from_attr"
+
+
+class CallableTool:
+    def __call__(self) -> None:
+        return None
+
+
+# -- ActionRequest --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("function", "name"),
+    [
+        (my_tool, "my_tool"),
+        (lambda: None, "<lambda>"),
+        (HasFunction, "HasFunction"),
+        (HasFunction(), "from_attr"),
+        ("search", "search"),
+        ("", ""),
+    ],
+    ids=["function", "lambda", "class", "object with .function", "string", "empty"],
+)
+def test_function_normalisation(function: Any, name: str) -> None:
+    assert ActionRequestContent.from_dict({"function": function}).function == name
+    assert ActionRequest(content={"function": function}).function == name
+
+
+@pytest.mark.parametrize("bad", [123, None, ["f"], CallableTool()])
+def test_a_non_string_function_is_a_value_error(bad: Any) -> None:
+    with pytest.raises(ValueError, match="Function must be a string or callable"):
+        ActionRequestContent.from_dict({"function": bad})
+
+
+def test_arguments_are_copied() -> None:
+    source = {"q": {"nested": [1]}}
+    request = ActionRequest(content={"function": "f", "arguments": source})
+    source["q"]["nested"].append(2)
+    source["extra"] = 1
+    assert request.arguments == {"q": {"nested": [1]}}
+
+
+FUZZY = [
+    ('{"a": 1}', {"a": 1}),
+    ("{'a': 1, 'b': 'x'}", {"a": 1, "b": "x"}),
+    ("{'a': 1, b: 2,}", {"a": 1, "b": 2}),
+    ('{"a": [1, 2,], "b": {"c": 3,},}', {"a": [1, 2], "b": {"c": 3}}),
+    ("{a: 1, b_2: 'x'}", {"a": 1, "b_2": "x"}),
+    ("{'ok': True, 'no': False, 'none': None}", {"ok": True, "no": False, "none": None}),
+    ('```json\n{"q": "cats"}\n```', {"q": "cats"}),
+    ('Here you go: ```\n{"q": "dogs"}\n``` done', {"q": "dogs"}),
+    ('  {"q": "spaced"}  \n', {"q": "spaced"}),
+    ("{'t': (1, 2)}", {"t": [1, 2]}),
+    (b'{"raw": "bytes"}', {"raw": "bytes"}),
+    (None, {}),
+]
+
+
+@pytest.mark.parametrize(("arguments", "parsed"), FUZZY, ids=[repr(a)[:40] for a, _ in FUZZY])
+def test_non_dict_arguments_go_through_fuzzy_conversion(arguments: Any, parsed: dict[str, Any]) -> None:
+    assert ActionRequestContent.from_dict({"function": "f", "arguments": arguments}).arguments == parsed
+    assert ActionRequestContent(function="f", arguments=arguments).arguments == parsed
+
+
+class Query(BaseModel):
+    q: str
+    n: int = 3
+
+
+def test_model_arguments_become_their_dump() -> None:
+    assert ActionRequestContent.from_dict({"arguments": Query(q="x")}).arguments == {"q": "x", "n": 3}
+
+
+@pytest.mark.parametrize("bad", ["not json", "", "[1, 2]", "5", 5, [1, 2], "{'a': }", "__import__('os').system('x')"])
+def test_unconvertible_arguments_are_a_value_error(bad: Any) -> None:
+    with pytest.raises(ValueError, match="Arguments must be a dictionary"):
+        ActionRequestContent.from_dict({"function": "f", "arguments": bad})
+
+
+def test_bad_function_or_arguments_leave_an_existing_request_unchanged() -> None:
+    request = ActionRequest(content={"function": "f", "arguments": {"a": 1}}, sender="assistant")
+    before, content = fields_of(request), request.content.to_dict()
+    with pytest.raises(ValueError, match="Function must be a string or callable"):
+        request.update(function=5)
+    with pytest.raises(ValueError, match="Arguments must be a dictionary"):
+        request.update(sender="x", arguments="not json")
+    assert fields_of(request) == before
+    assert request.content.to_dict() == content
+
+
+def test_is_responded_follows_the_link() -> None:
+    request = ActionRequest(content={"function": "f"})
+    assert not request.is_responded()
+    response = ActionResponse(content={"function": "f", "action_request_id": request.id})
+    request.update(action_response_id=response.id)
+    assert request.is_responded()
+    assert request.content.action_response_id == str(response.id)
+    assert response.content.action_request_id == str(request.id)
+
+
+def test_request_rendering() -> None:
+    request = ActionRequest(content={"function": "search", "arguments": {"q": "x", "n": 3}})
+    assert request.rendered == "Function: search\nArguments:\n  q: x\n  n: 3"
+    assert request.content.render_compact() == "search(q='x', n=3)"
+    assert ActionRequest(content={"function": "f"}).rendered == "Function: f"
+
+
+# -- ActionResponse -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("error", "success"), [(None, True), ("boom", False), ("", False)])
+def test_success_is_exactly_error_is_none(error: str | None, success: bool) -> None:
+    content = ActionResponseContent(function="f", error=error)
+    assert content.success is success
+    assert ActionResponse(content=content).success is success
+
+
+def test_aliases() -> None:
+    content = ActionResponseContent(
+        function="f", output={"v": 1}, action_request_id="00000000-0000-4000-8000-000000000001"
+    )
+    assert content.request_id == "00000000-0000-4000-8000-000000000001"
+    assert content.result == {"v": 1}
+    assert ActionResponse(content=content).output == {"v": 1}
+
+
+@pytest.mark.parametrize(
+    ("output", "error", "summary"),
+    [
+        (None, None, "ok"),
+        ("text", None, "text"),
+        ({"a": 1}, None, "a: 1\n"),
+        ([1, 2], None, "- 1\n- 2\n"),
+        (3, None, "3"),
+        (0, None, "0"),
+        (None, "boom", "error: boom"),
+        ({"a": 1}, "boom", "error: boom"),
+        (None, "", "error: unknown"),
+    ],
+)
+def test_render_summary(output: Any, error: str | None, summary: str) -> None:
+    assert ActionResponseContent(output=output, error=error).render_summary() == summary
+
+
+def test_error_round_trips() -> None:
+    failed = ActionResponse(content={"function": "f", "error": "timeout"})
+    for loaded in (Message.from_dict(failed.to_dict()), Message.from_json(failed.to_json())):
+        assert loaded.content.error == "timeout"
+        assert loaded.success is False
+    assert Message.from_dict(ActionResponse(content={"function": "f"}).to_dict()).success is True
+
+
+def test_response_rendering() -> None:
+    response = ActionResponse(content={"function": "f", "arguments": {"a": 1}, "output": {"r": [1, 2]}})
+    assert response.rendered == "Function: f\nArguments:\n  a: 1\nOutput:\n  r:\n  - 1\n  - 2"
+    failed = ActionResponse(content={"function": "f", "error": "timeout"})
+    assert failed.rendered == "Function: f\nError: timeout"

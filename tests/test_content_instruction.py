@@ -1,0 +1,260 @@
+"""Instruction content (ADR-0006 D2): context, tool schemas, response formats, structures, rendering."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from lionmsg import Instruction, InstructionContent, Message
+from lionmsg.runtime.content.structure import JsonStructure
+from tests.conftest import fields_of
+
+
+class Answer(BaseModel):
+    answer: str
+    score: int
+
+
+TOOL = {"name": "search", "parameters": {"type": "object"}}
+
+
+# -- context --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("context", "stored"),
+    [
+        ("a", ["a"]),
+        ({"k": 1}, [{"k": 1}]),
+        (5, [5]),
+        ((1, 2), [(1, 2)]),
+        (None, []),
+        ([1, "two"], [1, "two"]),
+    ],
+)
+def test_context_is_the_input_name_of_prompt_context_and_scalars_are_wrapped(context: Any, stored: list[Any]) -> None:
+    assert InstructionContent.from_dict({"context": context}).prompt_context == stored
+    assert Instruction(content={"context": context}).content.prompt_context == stored
+
+
+def test_context_list_is_copied() -> None:
+    source = [1]
+    content = InstructionContent.from_dict({"context": source})
+    source.append(2)
+    assert content.prompt_context == [1]
+
+
+def test_handle_context_extend_and_replace() -> None:
+    both = {"prompt_context": ["old"], "context": "new"}
+    assert InstructionContent.from_dict(both).prompt_context == ["old", "new"]
+    assert InstructionContent.from_dict({**both, "handle_context": "extend"}).prompt_context == ["old", "new"]
+    assert InstructionContent.from_dict({**both, "handle_context": "replace"}).prompt_context == ["new"]
+
+
+@pytest.mark.parametrize("bad", ["append", "", None, "EXTEND"])
+def test_any_other_handle_context_is_a_value_error(bad: Any) -> None:
+    with pytest.raises(ValueError, match="handle_context must be either 'extend' or 'replace'"):
+        InstructionContent.from_dict({"context": "x", "handle_context": bad})
+    with pytest.raises(ValueError, match="handle_context must be either 'extend' or 'replace'"):
+        InstructionContent.from_dict({"handle_context": bad})
+
+
+def test_update_context_follows_handle_context() -> None:
+    message = Instruction(content={"instruction": "q", "context": ["x"]})
+    message.update(context=["y"])
+    assert message.content.prompt_context == ["x", "y"]
+    message.update(context="z", handle_context="extend")
+    assert message.content.prompt_context == ["x", "y", "z"]
+    message.update(context=["w"], handle_context="replace")
+    assert message.content.prompt_context == ["w"]
+    message.update(prompt_context=["v"])
+    assert message.content.prompt_context == ["v"]
+
+
+def test_update_with_bad_handle_context_changes_nothing() -> None:
+    message = Instruction(content={"instruction": "q", "context": ["x"]}, sender="alice")
+    before, content = fields_of(message), message.content
+    with pytest.raises(ValueError, match="handle_context must be either 'extend' or 'replace'"):
+        message.update(sender="bob", context=["y"], handle_context="merge")
+    assert fields_of(message) == before
+    assert message.content is content
+    assert content.prompt_context == ["x"]
+
+
+# -- tool schemas ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        ([TOOL, TOOL], [TOOL, TOOL]),
+        ({"tools": [TOOL]}, [TOOL]),
+        ({"tools": TOOL}, [TOOL]),
+        (TOOL, [TOOL]),
+        (None, []),
+        ([], []),
+    ],
+)
+def test_tool_schemas_are_stored_flat(given: Any, stored: list[Any]) -> None:
+    assert InstructionContent.from_dict({"tool_schemas": given}).tool_schemas == stored
+    assert InstructionContent(tool_schemas=given).tool_schemas == stored
+
+
+@pytest.mark.parametrize("bad", ["search", [1], [TOOL, "x"], {"tools": ["x"]}])
+def test_tool_schemas_must_be_objects(bad: Any) -> None:
+    with pytest.raises(ValueError, match="tool_schemas must be an array of items that are each an object"):
+        InstructionContent(tool_schemas=bad)
+
+
+# -- response format and structure ----------------------------------------------------------------
+
+
+def test_dict_response_format_is_kept_in_records() -> None:
+    content = InstructionContent(instruction="q", response_format={"answer": "str"})
+    assert content.to_dict() == {"instruction": "q", "response_format": {"answer": "str"}}
+    assert content.structure is JsonStructure
+    assert isinstance(content._structure_instance, JsonStructure)
+    assert content._structure_instance.is_dict_mode
+
+
+@pytest.mark.parametrize("response_format", [Answer, Answer(answer="a", score=1)], ids=["class", "instance"])
+def test_model_response_formats_are_python_only(response_format: Any) -> None:
+    content = InstructionContent(instruction="q", response_format=response_format)
+    assert content.response_format is response_format
+    assert content.to_dict() == {"instruction": "q"}
+    structure = content._structure_instance
+    assert isinstance(structure, JsonStructure)
+    assert structure.response_format is Answer
+    assert not structure.is_dict_mode
+    assert "response_format" not in Instruction(content=content).to_dict()["content"]
+
+
+def test_model_response_format_survives_update_and_clone() -> None:
+    message = Instruction(content={"instruction": "q", "response_format": Answer})
+    message.update(guidance="g")
+    assert message.content.response_format is Answer
+    assert message.content._structure_instance is not None
+    assert message.clone().content.response_format is Answer
+
+
+def test_dict_response_format_survives_update() -> None:
+    message = Instruction(content={"instruction": "q", "response_format": {"a": "int"}})
+    message.update(guidance="g", context=["c"])
+    assert message.content.response_format == {"a": "int"}
+    assert Message.from_dict(message.to_dict()).content.response_format == {"a": "int"}
+
+
+@pytest.mark.parametrize("bad", ["json", [1], 5, int])
+def test_other_response_formats_are_rejected(bad: Any) -> None:
+    with pytest.raises(ValueError, match="response_format must be a dict, a pydantic model class or a pydantic model"):
+        InstructionContent(response_format=bad)
+
+
+class Bullets:
+    """A custom structure: shows the format as a bullet list, no schema."""
+
+    def __init__(self, response_format: Any) -> None:
+        self.response_format = response_format
+
+    def schema(self) -> None:
+        return None
+
+    def render(self) -> str:
+        fields = self.response_format if isinstance(self.response_format, dict) else self.response_format.model_fields
+        return "\n".join(f"- {name}" for name in fields)
+
+
+@pytest.mark.parametrize("structure", [None, "json", "lndl", "anything"])
+def test_none_and_every_string_resolve_to_the_json_structure(structure: Any) -> None:
+    content = InstructionContent(structure=structure, response_format={"a": 1})
+    assert content.structure is JsonStructure
+    assert isinstance(content._structure_instance, JsonStructure)
+
+
+def test_a_structure_class_is_used_directly_and_instantiated_only_with_a_response_format() -> None:
+    assert InstructionContent(structure=Bullets).structure is Bullets
+    assert InstructionContent(structure=Bullets)._structure_instance is None
+    assert InstructionContent()._structure_instance is None
+    with_format = InstructionContent(structure=Bullets, response_format=Answer)
+    assert isinstance(with_format._structure_instance, Bullets)
+    assert with_format.rendered == "ResponseFormat: |-\n  - answer\n  - score"
+
+
+def test_a_structure_must_be_a_class_or_a_string() -> None:
+    with pytest.raises(ValueError, match="structure must be None, a string or a class"):
+        InstructionContent(structure=5)
+
+
+# -- rendering ------------------------------------------------------------------------------------
+
+
+def test_sections_render_in_order_through_minimal_yaml() -> None:
+    content = InstructionContent.from_dict(
+        {"instruction": "Do X", "guidance": "Be brief", "context": [{"k": "v"}, "s"], "tool_schemas": [{"name": "f"}]}
+    )
+    assert content.rendered == "Guidance: Be brief\nInstruction: Do X\nContext:\n- k: v\n- s\nTools:\n- name: f"
+
+
+def test_empty_sections_are_left_out() -> None:
+    assert InstructionContent(instruction="Only this").rendered == "Instruction: Only this"
+    assert InstructionContent(instruction="x", guidance="", prompt_context=[]).rendered == "Instruction: x"
+    assert InstructionContent().rendered == "{}"
+
+
+def test_plain_content_wins_when_non_empty() -> None:
+    content = InstructionContent(instruction="q", guidance="g", plain_content="PLAIN", response_format=Answer)
+    assert content.rendered == "PLAIN"
+    assert InstructionContent(instruction="q", plain_content="").rendered == "Instruction: q"
+
+
+def test_dict_response_format_renders_a_format_section_only() -> None:
+    rendered = InstructionContent(instruction="q", response_format={"answer": "str"}).rendered
+    assert rendered == (
+        "Instruction: q\nResponseFormat: |-\n"
+        "  Reply with one JSON object of this shape, in a ```json code block:\n"
+        '  ```json\n  {"answer": "str"}\n  ```'
+    )
+
+
+def test_model_response_format_renders_its_schema_and_format() -> None:
+    rendered = InstructionContent(instruction="q", response_format=Answer).rendered
+    assert isinstance(rendered, str)
+    assert rendered.startswith("Instruction: q\nResponseSchema:\n  properties:\n    answer:\n")
+    assert "  title: Answer\n" in rendered
+    assert rendered.endswith('  ```json\n  {"answer": "string", "score": "integer"}\n  ```')
+
+
+def test_images_turn_the_rendering_into_text_and_image_parts() -> None:
+    png = "data:image/png;base64,iVBORw0KGgo="
+    content = InstructionContent(instruction="Look", images=[png, "https://example.org/a.png", "iVBORw0KGgo="])
+    assert content.rendered == [
+        {"type": "text", "text": "Instruction: Look"},
+        {"type": "image_url", "image_url": {"url": png, "detail": "auto"}},
+        {"type": "image_url", "image_url": {"url": "https://example.org/a.png", "detail": "auto"}},
+        {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,iVBORw0KGgo=", "detail": "auto"}},
+    ]
+    low = InstructionContent(instruction="Look", images=[png], image_detail="low").rendered
+    assert isinstance(low, list)
+    assert low[1]["image_url"]["detail"] == "low"
+    assert Instruction(content={"images": [png]}).content.image_detail == "auto"
+    assert Instruction(content={"instruction": "Look", "images": [png]}).chat_msg == {
+        "role": "user",
+        "content": Instruction(content={"instruction": "Look", "images": [png]}).rendered,
+    }
+
+
+def test_no_stale_rendering_after_in_place_mutation() -> None:
+    message = Instruction(content={"instruction": "one"})
+    assert message.chat_msg == {"role": "user", "content": "Instruction: one"}
+    message.content.instruction = "two"
+    message.content.prompt_context.append("ctx")
+    assert message.chat_msg == {"role": "user", "content": "Instruction: two\nContext:\n- ctx"}
+
+
+def test_records_reject_python_conveniences() -> None:
+    record = Instruction(content={"instruction": "q"}).to_dict()
+    for content in ({"context": ["x"]}, {"tool_schemas": {"tools": []}}, {"prompt_context": "x"}):
+        with pytest.raises(ValidationError):
+            Message.from_dict({**record, "content": content})

@@ -1,0 +1,124 @@
+"""The image contract of instructions (design.md §6.7): a format contract, checked when content is built."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from generate import SCHEMA_DIR
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from lionmsg import Instruction, InstructionContent, Message
+from lionmsg.runtime.content.images import image_problem
+from lionmsg.runtime.wire import matches
+from tests.conftest import fields_of
+
+VALID = [
+    "https://example.com/a.png",
+    "http://93.184.216.34/a.png",
+    "HTTPS://8.8.8.8/a.png",
+    "https://[2606:4700::1111]/a.png",
+    "https://host.example:8443/p/a.png?size=2#frag",
+    "https://localhost/a.png",
+    "data:image/png;base64,iVBORw0KGgo=",
+    "data:image/jpeg;base64,/9j/4AAQ",
+    "data:image/jpg;base64,/9j/4AAQ",
+    "data:image/gif;base64,R0lGODlh",
+    "data:image/webp;base64,UklGRg==",
+    "iVBORw0KGgo=",
+    "AAAA",
+]
+INVALID = [
+    ("file:///etc/passwd", "scheme 'file' is not allowed"),
+    ("javascript:alert(1)", "scheme 'javascript' is not allowed"),
+    ("ftp://example.com/a.png", "scheme 'ftp' is not allowed"),
+    ("C:\\pictures\\a.png", "scheme 'c' is not allowed"),
+    ("data:image/svg+xml;base64,PHN2Zz4=", "data:image/png, jpeg, gif or webp"),
+    ("data:text/plain;base64,AAAA", "data:image/png, jpeg, gif or webp"),
+    ("data:image/png,notbase64", "data:image/png, jpeg, gif or webp"),
+    ("data:image/png;base64,", "payload is empty"),
+    ("data:image/png;base64,AAA", "payload is not valid base64"),
+    ("data:image/png;base64,!!!!", "payload is not valid base64"),
+    ("not base64 at all!!", "not valid base64"),
+    ("AAA", "not valid base64"),
+    ("", "payload is empty"),
+    ("https://", "must name a host"),
+    ("https:///nohost.png", "must name a host"),
+    ("https://exa mple.com/a.png", "must not contain white space"),
+]
+
+
+@pytest.mark.parametrize("ref", VALID)
+def test_valid_images_pass(ref: str) -> None:
+    assert image_problem(ref) is None
+    assert InstructionContent(images=[ref]).images == [ref]
+
+
+@pytest.mark.parametrize(("ref", "reason"), INVALID)
+def test_invalid_images_are_rejected_when_content_is_built(ref: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        InstructionContent(images=[ref])
+    with pytest.raises(ValueError, match=reason):
+        Instruction(content={"images": ["https://ok.example/a.png", ref]})
+
+
+def test_a_single_image_is_wrapped_and_non_strings_are_rejected() -> None:
+    assert InstructionContent.from_dict({"images": "AAAA"}).images == ["AAAA"]
+    with pytest.raises(ValueError, match="an image must be a string"):
+        InstructionContent(images=[5])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("detail", ["low", "high", "auto", None])
+def test_image_detail_values(detail: Any) -> None:
+    assert InstructionContent(images=["AAAA"], image_detail=detail).image_detail == detail
+
+
+@pytest.mark.parametrize("bad", ["ultra", "LOW", "", 1])
+def test_other_image_detail_values_are_rejected(bad: Any) -> None:
+    with pytest.raises(ValueError, match="image_detail must be one of"):
+        InstructionContent(image_detail=bad)
+
+
+def test_a_bad_image_or_detail_leaves_an_existing_message_unchanged() -> None:
+    message = Instruction(content={"instruction": "look", "images": ["AAAA"]}, sender="alice")
+    before, content = fields_of(message), message.content.to_dict()
+    with pytest.raises(ValueError, match="scheme 'file' is not allowed"):
+        message.update(images=["file:///etc/passwd"])
+    with pytest.raises(ValueError, match="not valid base64"):
+        message.update(sender="bob", images=["AAA"])
+    with pytest.raises(ValueError, match="image_detail must be one of"):
+        message.update(image_detail="ultra")
+    assert fields_of(message) == before
+    assert message.content.to_dict() == content
+
+
+def test_an_invalid_image_never_enters_through_a_record() -> None:
+    record = Instruction(content={"images": ["AAAA"]}).to_dict()
+    record["content"]["images"] = ["javascript:alert(1)"]
+    with pytest.raises(ValidationError):
+        Message.from_dict(record)
+
+
+PATTERNS = [
+    definition["pattern"]
+    for definition in json.loads((SCHEMA_DIR / "content" / "instruction.schema.json").read_text())["$defs"].values()
+    if "pattern" in definition
+]
+REFS = st.one_of(
+    st.text(max_size=40),
+    st.text(alphabet="ABCDabcd0189+/=", max_size=12),
+    st.builds("".join, st.lists(st.sampled_from(["https://", "http:", "//", "data:image/png;base64,", "a", "=", " "]))),
+    st.sampled_from(VALID),
+    st.sampled_from([r for r, _ in INVALID]),
+)
+
+
+@given(REFS)
+def test_the_python_contract_agrees_with_the_schema_patterns(ref: str) -> None:
+    # image_problem explains what is wrong; the schema's patterns decide. They must agree.
+    assert len(PATTERNS) == 3
+    schema_accepts = any(matches(pattern, ref) for pattern in PATTERNS)
+    assert (image_problem(ref) is None) == schema_accepts
