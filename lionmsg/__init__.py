@@ -24,9 +24,13 @@ from lionmsg.generated.messages import (
 )
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import SenderRecipient
+from lionmsg.runtime.branch import Branch
 from lionmsg.runtime.concepts import Sendable
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.element import Element, Node
+from lionmsg.runtime.manager import MessageManager
+from lionmsg.runtime.pile import Pile
+from lionmsg.runtime.progression import Progression
 
 RoledMessage = Message
 """The same object as `Message` (ADR-0006 D6): no subclass, no extra validation, no role guarantee."""
@@ -43,13 +47,17 @@ __all__ = [
     "AnyContent",
     "AssistantResponse",
     "AssistantResponseContent",
+    "Branch",
     "Element",
     "Instruction",
     "InstructionContent",
     "Message",
     "MessageContent",
+    "MessageManager",
     "MessageRole",
     "Node",
+    "Pile",
+    "Progression",
     "RoledMessage",
     "SenderRecipient",
     "Sendable",

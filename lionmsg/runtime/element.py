@@ -27,7 +27,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["Element", "Node", "record_error"]
+__all__ = ["Element", "Node", "element_class", "record_error"]
 
 _CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
@@ -51,6 +51,11 @@ def record_error(model: type[BaseModel], loc: tuple[str | int, ...], message: st
         "input": value,
     }
     return ValidationError.from_exception_data(model.__name__, [detail])
+
+
+def element_class(base: type[Element], lion_class: str) -> type[Element] | None:
+    """The class a `lion_class` value names among `base` and its subclasses, or None."""
+    return _CLASSES_BY_NAME.get(base, {}).get(lion_class_name(lion_class))
 
 
 def lion_class_name(value: str) -> str:
@@ -141,7 +146,7 @@ class Element(BaseModel):
         named = metadata["lion_class"]
         if not isinstance(named, str):
             raise record_error(cls, ("metadata", "lion_class"), "lion_class must be a string", named)
-        found = _CLASSES_BY_NAME.get(cls, {}).get(lion_class_name(named))
+        found = element_class(cls, named)
         if found is None:
             raise record_error(
                 cls,

@@ -1,0 +1,81 @@
+"""Branch: the thin facade over one MessageManager that operations own (ADR-0006 D3). No model calls."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import SerializerFunctionWrapHandler, model_serializer
+
+from lionmsg.generated.messages import Message, System
+from lionmsg.runtime.callbacks import MessageCallback
+from lionmsg.runtime.element import Element
+from lionmsg.runtime.manager import MessageManager
+from lionmsg.runtime.pile import Pile
+from lionmsg.runtime.progression import Progression
+
+__all__ = ["Branch"]
+
+CURRENT_PROGRESSION = "current_progression"
+
+
+class Branch(Element):
+    """An identified conversation: `msgs` (its MessageManager), `messages` (the Pile of records) and
+    `progression`, which is `metadata["current_progression"]` when set (a selected view; the records it
+    leaves out stay in `messages`) and the whole history otherwise."""
+
+    if TYPE_CHECKING:
+        _msgs: MessageManager
+
+    def __init__(
+        self,
+        messages: Any = None,
+        system: System | None = None,
+        progression: Progression | list[Any] | None = None,
+        on_message_added: list[MessageCallback] | None = None,
+        msgs: MessageManager | None = None,
+        **data: Any,
+    ) -> None:
+        super().__init__(**data)
+        if msgs is not None and (messages is not None or system is not None or progression is not None):
+            raise ValueError("pass either msgs or messages/system/progression, not both")
+        manager = msgs or MessageManager(messages, progression, system, on_message_added)
+        object.__setattr__(self, "_msgs", manager)  # plain attribute: pydantic PrivateAttrs are slow
+        view = self.metadata.get(CURRENT_PROGRESSION)
+        if isinstance(view, Mapping):
+            self.metadata[CURRENT_PROGRESSION] = Progression.from_dict(view)
+
+    @property
+    def msgs(self) -> MessageManager:
+        return self._msgs
+
+    @property
+    def messages(self) -> Pile[Message]:
+        return self._msgs.messages
+
+    @property
+    def system(self) -> System | None:
+        return self._msgs.system
+
+    @property
+    def progression(self) -> Progression:
+        view = self.metadata.get(CURRENT_PROGRESSION)
+        return view if isinstance(view, Progression) else self._msgs.progression
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
+        record: dict[str, Any] = handler(self)
+        view = self.metadata.get(CURRENT_PROGRESSION)
+        if isinstance(view, Progression):
+            record["metadata"][CURRENT_PROGRESSION] = view.model_dump(mode=info.mode)
+        manager = self._msgs.to_dict()
+        record["messages"] = manager["messages"] if info.mode == "json" else self._msgs.messages.model_dump()
+        record["system"] = manager["system"]
+        return record
+
+    @classmethod
+    def _prepare_record(cls, record: dict[str, Any]) -> None:
+        messages = record.pop("messages", None)
+        system_id = record.pop("system", None)
+        if messages is not None:
+            record["msgs"] = MessageManager.from_dict({"messages": messages, "system": system_id})

@@ -1,0 +1,81 @@
+"""Message-added observers (ADR-0006 D4): admission, running, and reporting failures.
+
+Callbacks are post-insertion observers: the message is committed before any callback runs, every
+callback in the snapshot runs even after others fail, one failure is re-raised as itself and several
+as one `BaseExceptionGroup("on_message_added hooks failed", errors)`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.10 CI run
+    from exceptiongroup import BaseExceptionGroup
+
+__all__ = ["MessageCallback", "is_async_callback", "run_async_callbacks", "run_sync_callbacks", "sync_preflight"]
+
+MessageCallback = Callable[[Any], Any]
+
+
+def is_async_callback(callback: Any) -> bool:
+    """A coroutine function, a partial of one, or an object whose `__call__` is one."""
+    target = callback
+    while isinstance(target, functools.partial):
+        target = target.func
+    if inspect.iscoroutinefunction(target):
+        return True
+    if inspect.isfunction(target) or inspect.ismethod(target) or inspect.isbuiltin(target):
+        return False
+    # Looked up on the class (as the call itself does); `callable()` cannot tell async from sync.
+    call = next((klass.__dict__["__call__"] for klass in type(target).__mro__ if "__call__" in klass.__dict__), None)
+    return inspect.iscoroutinefunction(call)
+
+
+def sync_preflight(callbacks: Sequence[MessageCallback]) -> None:
+    """The sync path refuses async callbacks before anything is built or inserted."""
+    for callback in callbacks:
+        if is_async_callback(callback):
+            raise RuntimeError(
+                f"Async on_message_added callback {callback!r} cannot fire from the sync add_message path. "
+                "Use a_add_message from an async context instead."
+            )
+
+
+def run_sync_callbacks(callbacks: Sequence[MessageCallback], message: Any) -> None:
+    errors: list[BaseException] = []
+    for callback in callbacks:
+        try:
+            result = callback(message)
+            if inspect.isawaitable(result):
+                if inspect.iscoroutine(result):
+                    result.close()  # never awaited: close it rather than leak a warning
+                raise TypeError(
+                    f"on_message_added callback {callback!r} returned an awaitable on the sync add_message path; "
+                    "use a_add_message"
+                )
+        except BaseException as error:  # every callback runs; failures are re-raised below
+            errors.append(error)
+    _raise(errors)
+
+
+async def run_async_callbacks(callbacks: Sequence[MessageCallback], message: Any) -> None:
+    errors: list[BaseException] = []
+    for callback in callbacks:
+        try:
+            result = callback(message)
+            if inspect.isawaitable(result):
+                await result
+        except BaseException as error:  # every callback runs; failures are re-raised below
+            errors.append(error)
+    _raise(errors)
+
+
+def _raise(errors: list[BaseException]) -> None:
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise BaseExceptionGroup("on_message_added hooks failed", errors)

@@ -1,0 +1,181 @@
+"""Building one message from `MessageManager.add_message` keyword arguments (ADR-0006 D3, design.md §6.5-6.6).
+
+Exactly one kind is built: an instruction, a system message, an assistant response, an action request,
+or an action response (chosen by `action_output is not None` or an `action_response`). Conflicting kinds
+raise `ValueError("Only one message type can be added at a time.")`, and an argument that does not apply
+to the chosen kind is a `ValueError` too: nothing is silently dropped. With no kind chosen, an
+instruction is built. Passing an existing message of the chosen kind updates it instead of building one.
+Without `sender`/`recipient`, new messages keep their class defaults.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from pydantic import BaseModel
+
+from lionmsg.generated.content import InstructionContent
+from lionmsg.generated.messages import (
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    Instruction,
+    Message,
+    System,
+)
+
+__all__ = ["create_action_response", "create_message"]
+
+ONE_KIND = "Only one message type can be added at a time."
+NO_REQUEST = "Error: please provide a corresponding action request for an action response."
+
+# The arguments each kind takes besides sender, recipient and metadata.
+_KIND_ARGUMENTS = {
+    "instruction": {
+        "instruction", "context", "handle_context", "guidance", "plain_content", "response_format", "images",
+        "image_detail", "tool_schemas",
+    },
+    "system": {"system", "system_datetime"},
+    "assistant_response": {"assistant_response"},
+    "action_request": {"action_request", "action_function", "action_arguments"},
+    "action_response": {"action_request", "action_output", "action_response"},
+}  # fmt: skip
+
+
+def create_message(
+    *, sender: Any = None, recipient: Any = None, metadata: dict[str, Any] | None = None, **arguments: Any
+) -> Message:
+    """The one message the arguments describe (see the module docstring)."""
+    kind = _kind(arguments)
+    given = {name for name, value in arguments.items() if _given(name, value)}
+    stray = sorted(given - _KIND_ARGUMENTS[kind])
+    if stray:
+        raise ValueError(f"{', '.join(stray)} cannot be used when adding a message of kind {kind!r}")
+    routing = {key: value for key, value in (("sender", sender), ("recipient", recipient)) if value is not None}
+    build = _BUILDERS[kind]
+    message = build({name: arguments[name] for name in given}, routing)
+    if metadata:
+        message.metadata.update(metadata)
+    return message
+
+
+def create_action_response(
+    *,
+    action_request: Any,
+    action_output: Any = None,
+    action_response: Any = None,
+    sender: Any = None,
+    recipient: Any = None,
+) -> ActionResponse:
+    """A new response linked both ways to its request; or an existing response updated (its output
+    kept when no new output is given, and no missing link established, as ADR D2 says)."""
+    if not isinstance(action_request, ActionRequest):
+        raise ValueError(NO_REQUEST)
+    routing = {key: value for key, value in (("sender", sender), ("recipient", recipient)) if value is not None}
+    if action_response is not None:
+        if not isinstance(action_response, ActionResponse):
+            raise ValueError(f"action_response must be an ActionResponse, got {type(action_response).__name__}")
+        changes = {} if action_output is None else {"output": action_output}
+        action_response.update(**routing, **changes)
+        return action_response
+    response = ActionResponse(
+        content={
+            "function": action_request.function,
+            "arguments": copy.deepcopy(action_request.arguments),
+            "output": action_output,
+            "action_request_id": str(action_request.id),
+        },
+        **routing,
+    )
+    action_request.update(action_response_id=str(response.id))
+    return response
+
+
+def _given(name: str, value: Any) -> bool:
+    # action_output counts when not None, so falsy results (0, "", [], {}) still make a response.
+    return value is not None if name == "action_output" else bool(value)
+
+
+def _kind(arguments: dict[str, Any]) -> str:
+    responding = arguments.get("action_output") is not None or bool(arguments.get("action_response"))
+    requesting = bool(arguments.get("action_request")) or arguments.get("action_function") is not None
+    chosen = [
+        kind
+        for kind, selected in (
+            ("instruction", bool(arguments.get("instruction"))),
+            ("system", bool(arguments.get("system"))),
+            ("assistant_response", bool(arguments.get("assistant_response"))),
+            ("action_request", requesting and not responding),
+            ("action_response", responding),
+        )
+        if selected
+    ]
+    if len(chosen) > 1:
+        raise ValueError(ONE_KIND)
+    return chosen[0] if chosen else "instruction"
+
+
+def _instruction(given: dict[str, Any], routing: dict[str, Any]) -> Message:
+    existing = given.pop("instruction", None)
+    if isinstance(existing, Instruction):
+        existing.update(**routing, **given)
+        return existing
+    fields = {"instruction": existing, **given} if existing is not None else given
+    return Instruction(content=InstructionContent.from_dict(fields), **routing)
+
+
+def _system(given: dict[str, Any], routing: dict[str, Any]) -> Message:
+    system = given["system"]
+    changes = {"system_datetime": given["system_datetime"]} if "system_datetime" in given else {}
+    if isinstance(system, System):
+        system.update(**routing, **changes)
+        return system
+    if not isinstance(system, str):
+        raise ValueError(f"system must be a System or a string, got {type(system).__name__}")
+    return System(content={"system_message": system, **changes}, **routing)
+
+
+def _assistant_response(given: dict[str, Any], routing: dict[str, Any]) -> Message:
+    response = given["assistant_response"]
+    if isinstance(response, AssistantResponse):
+        response.update(**routing)
+        return response
+    if isinstance(response, str):
+        return AssistantResponse(content={"assistant_response": response}, **routing)
+    if isinstance(response, (dict, list, BaseModel)):  # a provider payload: normalise it
+        return AssistantResponse.from_response(response, **routing)
+    raise ValueError(f"assistant_response must be text, a provider response or an AssistantResponse, got {response!r}")
+
+
+def _action_request(given: dict[str, Any], routing: dict[str, Any]) -> Message:
+    changes = {
+        field: given[argument]
+        for argument, field in (("action_function", "function"), ("action_arguments", "arguments"))
+        if argument in given
+    }
+    existing = given.get("action_request")
+    if existing is not None:
+        if not isinstance(existing, ActionRequest):
+            raise ValueError(f"action_request must be an ActionRequest, got {type(existing).__name__}")
+        existing.update(**routing, **changes)
+        return existing
+    return ActionRequest(content=changes, **routing)
+
+
+def _action_response(given: dict[str, Any], routing: dict[str, Any]) -> Message:
+    return create_action_response(
+        action_request=given.get("action_request"),
+        action_output=given.get("action_output"),
+        action_response=given.get("action_response"),
+        **routing,
+    )
+
+
+_BUILDERS = {
+    "instruction": _instruction,
+    "system": _system,
+    "assistant_response": _assistant_response,
+    "action_request": _action_request,
+    "action_response": _action_response,
+}

@@ -1,0 +1,269 @@
+"""MessageManager: a branch's ordered history (ADR-0006 D3) and its message-added observers (D4)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from lionmsg.generated.messages import (
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    Instruction,
+    Message,
+    System,
+)
+from lionmsg.runtime.callbacks import MessageCallback, run_async_callbacks, run_sync_callbacks, sync_preflight
+from lionmsg.runtime.factories import create_action_response, create_message
+from lionmsg.runtime.pile import Pile
+from lionmsg.runtime.progression import Progression
+
+__all__ = ["INVALID_PROGRESSION", "MessageManager"]
+
+INVALID_PROGRESSION = "One or more messages in the requested progression are invalid."
+
+
+class MessageManager:
+    """A Pile of messages, its Progression, the one system message (always at index 0), factories that
+    add or replace one message, typed views, and projection to provider chat messages.
+
+    `on_message_added` is the live list of observers (kept by reference): each is called with the message
+    after it is committed. The sync `add_message` refuses async observers before changing anything; the
+    async `a_add_message` awaits them after releasing the pile's lock, so an observer may add again.
+    """
+
+    def __init__(
+        self,
+        messages: Any = None,
+        progression: Progression | list[Any] | None = None,
+        system: System | None = None,
+        on_message_added: list[MessageCallback] | None = None,
+    ) -> None:
+        if system is not None and not isinstance(system, System):
+            raise ValueError("System message must be a System instance.")
+        loaded = _messages_from(messages)
+        pile: Pile[Message] = Pile(loaded, item_type={Message}, strict_type=False, progression=progression)
+        systems = [message for message in pile if isinstance(message, System)]
+        if len(systems) > 1:
+            raise ValueError(f"a history holds one system message; the messages hold {len(systems)}")
+        self.messages = pile
+        self.system: System | None = None
+        self.on_message_added: list[MessageCallback] = [] if on_message_added is None else on_message_added
+        if systems:
+            self.set_system(systems[0])
+        if system is not None:
+            self.set_system(system)
+
+    # -- the system message ------------------------------------------------------------------------
+
+    @property
+    def progression(self) -> Progression:
+        """The order of the whole history (the pile's own progression)."""
+        return self.messages.progression
+
+    def set_system(self, system: System) -> None:
+        """Make `system` the system message at index 0: the first is inserted, a different one replaces
+        the current one (which leaves the history), the current one is updated in place."""
+        if not isinstance(system, System):
+            raise ValueError("System message must be a System instance.")
+        current = self.system
+        if current is not None and current.id != system.id:
+            if system.id in self.messages:
+                self.messages.exclude(system.id)
+            self.messages.replace(current.id, system)
+        elif current is not None:
+            self.messages.update(system)
+        else:
+            if system.id in self.messages:
+                self.messages.exclude(system.id)
+            self.messages.insert(0, system)
+        self.system = system
+
+    def clear_messages(self) -> None:
+        """Empty the history, keeping only the system message (at index 0)."""
+        self.messages.clear()
+        if self.system is not None:
+            self.messages.include(self.system)
+
+    async def aclear_messages(self) -> None:
+        async with self.messages:
+            self.clear_messages()
+
+    # -- adding ------------------------------------------------------------------------------------
+
+    def add_message(
+        self,
+        *,
+        sender: Any = None,
+        recipient: Any = None,
+        metadata: dict[str, Any] | None = None,
+        instruction: Any = None,
+        context: Any = None,
+        handle_context: str | None = None,
+        guidance: str | None = None,
+        plain_content: str | None = None,
+        response_format: Any = None,
+        images: Any = None,
+        image_detail: str | None = None,
+        tool_schemas: Any = None,
+        system: Any = None,
+        system_datetime: Any = None,
+        assistant_response: Any = None,
+        action_function: Any = None,
+        action_arguments: Any = None,
+        action_output: Any = None,
+        action_request: Any = None,
+        action_response: Any = None,
+    ) -> Message:
+        """Build or update one message (see `lionmsg.runtime.factories`), add or replace it, then call
+        the observers. An observer's failure is raised after all have run; the message stays."""
+        arguments = {k: v for k, v in locals().items() if k != "self"}  # exactly the keyword arguments
+        callbacks = list(self.on_message_added)
+        sync_preflight(callbacks)
+        message = self._commit(arguments)
+        run_sync_callbacks(callbacks, message)
+        return message
+
+    async def a_add_message(self, **arguments: Any) -> Message:
+        """`add_message` for async code: builds and commits under the pile's lock, releases it, then
+        calls (and awaits) a snapshot of the observers taken after the commit."""
+        _check_arguments(arguments)
+        async with self.messages:
+            message = self._commit(arguments)
+        await run_async_callbacks(list(self.on_message_added), message)
+        return message
+
+    def _commit(self, arguments: dict[str, Any]) -> Message:
+        message = create_message(**arguments)
+        if isinstance(message, System):
+            self.set_system(message)
+        elif message.id in self.messages:
+            self.messages.update(message)  # add-or-replace: same id, same index
+        else:
+            self.messages.include(message)
+        return message
+
+    create_action_response = staticmethod(create_action_response)
+
+    # -- views -------------------------------------------------------------------------------------
+
+    @property
+    def instructions(self) -> Pile[Message]:
+        return self.messages.filter_by_type(Instruction)
+
+    @property
+    def assistant_responses(self) -> Pile[Message]:
+        return self.messages.filter_by_type(AssistantResponse)
+
+    @property
+    def actions(self) -> Pile[Message]:
+        return self.messages.filter_by_type((ActionRequest, ActionResponse))
+
+    @property
+    def action_requests(self) -> Pile[Message]:
+        return self.messages.filter_by_type(ActionRequest)
+
+    @property
+    def action_responses(self) -> Pile[Message]:
+        return self.messages.filter_by_type(ActionResponse)
+
+    @property
+    def last_response(self) -> AssistantResponse | None:
+        return self._last(AssistantResponse)  # type: ignore[return-value]
+
+    @property
+    def last_instruction(self) -> Instruction | None:
+        return self._last(Instruction)  # type: ignore[return-value]
+
+    def _last(self, kind: type[Message]) -> Message | None:
+        for ident in reversed(self.progression):
+            message = self.messages[ident]
+            if type(message) is kind:
+                return message
+        return None
+
+    # -- projection --------------------------------------------------------------------------------
+
+    def to_chat_msgs(self, progression: Any = None) -> list[dict[str, Any]]:
+        """`{"role", "content"}` for each message of `progression` (ids, UUID strings or positions), or
+        of the whole history when it is None or falsy; an empty list gives an empty list. A reference
+        to no message, or a message that cannot render, raises ValueError."""
+        if isinstance(progression, list) and not progression:
+            return []
+        order = progression if progression else self.progression
+        try:
+            return [_chat_msg(self.messages[ref]) for ref in order]
+        except Exception as exc:
+            raise ValueError(INVALID_PROGRESSION) from exc
+
+    # -- container protocol and records ------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __bool__(self) -> bool:
+        return bool(self.messages)
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self.messages)
+
+    def __contains__(self, ref: Any) -> bool:
+        return ref in self.messages
+
+    def to_dict(self) -> dict[str, Any]:
+        """The history as a record: the messages (a pile record, in order) and the system's id."""
+        return {"messages": self.messages.to_dict(), "system": None if self.system is None else str(self.system.id)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MessageManager:
+        if not isinstance(data, Mapping) or "messages" not in data:
+            raise ValueError("a MessageManager record needs `messages` (a pile record)")
+        manager = cls(messages=data["messages"])
+        system_id = data.get("system")
+        expected = None if manager.system is None else str(manager.system.id)
+        if system_id != expected:
+            raise ValueError(f"the record names system {system_id!r}, its messages hold {expected!r}")
+        return manager
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> MessageManager:
+        return cls.from_dict(json.loads(text))
+
+
+def _chat_msg(message: Message) -> dict[str, Any]:
+    # Strict, unlike Message.chat_msg: a rendering failure propagates (no holes in the projection).
+    return {"role": message.role.value, "content": message.rendered}
+
+
+def _messages_from(messages: Any) -> list[Message]:
+    """Messages from a list or tuple (dicts rebuilt as records, other entries ignored as ADR D3 says), a
+    Pile, or a serialized pile; anything else is a TypeError (design.md §6.8)."""
+    if messages is None:
+        return []
+    if isinstance(messages, Mapping):
+        messages = Pile.from_dict(messages)
+    if isinstance(messages, Pile):
+        messages = list(messages)
+    if not isinstance(messages, (list, tuple)):
+        raise TypeError(f"messages must be a list, a tuple, a Pile or a serialized pile, got {type(messages).__name__}")
+    loaded = []
+    for entry in messages:
+        if isinstance(entry, Message):
+            loaded.append(entry)
+        elif isinstance(entry, Mapping):
+            loaded.append(Message.from_dict(entry))
+    return loaded
+
+
+_ADD_ARGUMENTS = frozenset(inspect.signature(MessageManager.add_message).parameters) - {"self"}
+
+
+def _check_arguments(arguments: Mapping[str, Any]) -> None:
+    unknown = sorted(set(arguments) - _ADD_ARGUMENTS)
+    if unknown:
+        raise TypeError(f"a_add_message() got unexpected keyword argument(s): {', '.join(unknown)}")

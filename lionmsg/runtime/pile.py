@@ -1,0 +1,308 @@
+"""Pile: UUID membership of elements with a type constraint, ordered by its own Progression (ADR-0006 D3)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from uuid import UUID
+
+from pydantic import SerializerFunctionWrapHandler, model_serializer
+
+from lionmsg.runtime.element import Element, element_class, record_error
+from lionmsg.runtime.progression import Progression, to_uuid
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["Pile"]
+
+T = TypeVar("T", bound=Element)
+_MISSING: Any = object()
+
+
+class Pile(Element, Generic[T]):
+    """Elements by UUID, in the order of `progression`.
+
+    `item_type` (a class or several) restricts what the pile accepts: instances of those classes, or with
+    `strict_type=True` exactly those classes. Every change is checked in full before anything changes,
+    so a rejected call leaves the pile as it was. `async with pile:` holds the pile's asyncio lock.
+    """
+
+    strict_type: bool = False
+
+    if TYPE_CHECKING:
+        _items: dict[UUID, T]
+        _progression: Progression
+        _item_type: frozenset[type[Element]] | None
+        _admitted: dict[type, bool]
+        _locks: dict[asyncio.AbstractEventLoop, asyncio.Lock]
+
+    def __init__(
+        self,
+        collections: Any = None,
+        item_type: type[Element] | Iterable[type[Element]] | None = None,
+        progression: Progression | Iterable[Any] | None = None,
+        **data: Any,
+    ) -> None:
+        super().__init__(**data)
+        types = None if item_type is None else frozenset([item_type] if isinstance(item_type, type) else item_type)
+        # Plain attributes, not pydantic PrivateAttrs: those cost microseconds per access.
+        state: dict[str, Any] = {
+            "_items": {},
+            "_item_type": types,
+            "_admitted": {},
+            "_locks": {},
+            "_progression": Progression(),
+        }
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        items = [] if collections is None else self._as_items(collections)
+        self._check(items)
+        for item in items:
+            if item.id in self._items:
+                raise ValueError(f"{item.id} appears twice in the collection")
+            self._items[item.id] = item
+        order = [item.id for item in items]
+        if progression is not None:
+            given = progression if isinstance(progression, Progression) else Progression(order=progression)
+            if len(given) != len(order) or any(ident not in self._items for ident in given):
+                raise ValueError("the progression does not list exactly the pile's items")
+            object.__setattr__(self, "_progression", given)
+        else:
+            self._progression.include(order)
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    @property
+    def progression(self) -> Progression:
+        """The order of the items (the pile's own, shared, not a copy)."""
+        return self._progression
+
+    @property
+    def item_type(self) -> frozenset[type[Element]] | None:
+        return self._item_type
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def __iter__(self) -> Iterator[T]:  # type: ignore[override]
+        items = self._items
+        return (items[ident] for ident in self._progression)
+
+    def __contains__(self, ref: Any) -> bool:
+        try:
+            return to_uuid(ref) in self._items
+        except (TypeError, ValueError):
+            return False
+
+    def keys(self) -> list[UUID]:
+        return list(self._progression)
+
+    def values(self) -> list[T]:
+        return list(self)
+
+    def items(self) -> list[tuple[UUID, T]]:
+        return [(ident, self._items[ident]) for ident in self._progression]
+
+    def get(self, ref: Any, default: Any = None) -> T | Any:
+        try:
+            return self._items.get(to_uuid(ref), default)
+        except (TypeError, ValueError):
+            return default
+
+    @overload
+    def __getitem__(self, key: int | UUID | str | Element) -> T: ...
+    @overload
+    def __getitem__(self, key: slice) -> Pile[T]: ...
+    def __getitem__(self, key: Any) -> T | Pile[T]:
+        """By UUID, UUID string or element (KeyError when absent), by position (IndexError), or a slice
+        (a new pile with the same constraint)."""
+        if isinstance(key, slice):
+            return self._like([self._items[ident] for ident in self._progression[key]])
+        if isinstance(key, int) and not isinstance(key, bool):
+            return self._items[self._progression[key]]
+        ident = to_uuid(key)
+        try:
+            return self._items[ident]
+        except KeyError:
+            raise KeyError(f"{ident} is not in the pile") from None
+
+    def index(self, ref: Any) -> int:
+        return self._progression.index(ref)
+
+    def filter_by_type(self, types: type[Element] | Iterable[type[Element]], strict: bool = True) -> Pile[T]:
+        """A new pile with the items of the given classes (exactly those classes when `strict`)."""
+        wanted = (types,) if isinstance(types, type) else tuple(types)
+        if strict:
+            chosen = [item for item in self if type(item) in wanted]
+        else:
+            chosen = [item for item in self if isinstance(item, wanted)]
+        return Pile(chosen, item_type=wanted, strict_type=strict)
+
+    # -- changing ----------------------------------------------------------------------------------
+
+    def include(self, items: Any) -> bool:
+        """Append the items not present yet; True when any was added."""
+        new = self._as_items(items)
+        self._check(new)
+        added = False
+        for item in new:
+            if item.id not in self._items:
+                self._items[item.id] = item
+                self._progression.append(item.id)
+                added = True
+        return added
+
+    def update(self, items: Any) -> None:
+        """Add or replace: an item whose id is present replaces the old one at the same position."""
+        new = self._as_items(items)
+        self._check(new)
+        for item in new:
+            if item.id not in self._items:
+                self._progression.append(item.id)
+            self._items[item.id] = item
+
+    def insert(self, index: int, item: T) -> None:
+        """Insert an item before position `index`; ValueError when its id is present."""
+        self._check([item])
+        self._progression.insert(index, item.id)
+        self._items[item.id] = item
+
+    def replace(self, old: Any, new: T) -> None:
+        """Put `new` at the position of `old` (O(1)); ValueError when `old` is absent or `new`'s id
+        belongs to another item already in the pile."""
+        self._check([new])
+        old_id = to_uuid(old)
+        if old_id not in self._items:
+            raise ValueError(f"{old_id} is not in the pile")
+        if new.id != old_id and new.id in self._items:
+            raise ValueError(f"{new.id} is already in the pile")
+        self._progression.replace(old_id, new.id)
+        del self._items[old_id]
+        self._items[new.id] = new
+
+    def exclude(self, refs: Any) -> bool:
+        """Remove the items (or ids) present; True when any was removed."""
+        removed = False
+        for ident in self._as_ids(refs):
+            if self._items.pop(ident, None) is not None:
+                self._progression.remove(ident)
+                removed = True
+        return removed
+
+    def pop(self, ref: Any, default: Any = _MISSING) -> T | Any:
+        """Remove and return an item; KeyError when absent and no default is given."""
+        ident = to_uuid(ref)
+        if ident not in self._items:
+            if default is _MISSING:
+                raise KeyError(f"{ident} is not in the pile")
+            return default
+        self._progression.remove(ident)
+        return self._items.pop(ident)
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._progression.clear()
+
+    # -- the async lock ----------------------------------------------------------------------------
+
+    @property
+    def lock(self) -> asyncio.Lock:
+        """The pile's lock for the running event loop (a lock belongs to one loop)."""
+        loop = asyncio.get_running_loop()
+        lock = self._locks.get(loop)
+        if lock is None:
+            self._locks.clear()  # a pile lives in one loop at a time; forget locks of finished loops
+            lock = self._locks[loop] = asyncio.Lock()
+        return lock
+
+    async def __aenter__(self) -> Self:
+        await self.lock.acquire()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.lock.release()
+
+    # -- records -----------------------------------------------------------------------------------
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
+        record: dict[str, Any] = handler(self)
+        record["collections"] = [item.model_dump(mode=info.mode) for item in self]
+        record["progression"] = self._progression.model_dump(mode=info.mode)
+        record["item_type"] = None if self._item_type is None else sorted(t.__name__ for t in self._item_type)
+        return record
+
+    @classmethod
+    def _prepare_record(cls, record: dict[str, Any]) -> None:
+        names = record.get("item_type")
+        if names is not None:
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise record_error(cls, ("item_type",), "item_type must be a list of class names or null", names)
+            types = [element_class(Element, name) for name in names]
+            missing = [name for name, found in zip(names, types, strict=True) if found is None]
+            if missing:
+                raise record_error(cls, ("item_type",), f"unknown item class(es) {missing}", names)
+            record["item_type"] = types
+        base = Element if names is None else tuple(record["item_type"])
+        items = record.get("collections") or []
+        if not isinstance(items, list):
+            raise record_error(cls, ("collections",), "collections must be a list of records", items)
+        record["collections"] = [_load_item(base, item) for item in items]
+        if isinstance(record.get("progression"), Mapping):
+            record["progression"] = Progression.from_dict(record["progression"])
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _like(self, items: list[T]) -> Pile[T]:
+        return Pile(items, item_type=self._item_type, strict_type=self.strict_type)
+
+    def _as_items(self, items: Any) -> list[T]:
+        if isinstance(items, Element):
+            return [items]  # type: ignore[list-item]
+        if isinstance(items, Mapping):
+            items = items.values()
+        if not isinstance(items, Iterable) or isinstance(items, (str, bytes)):
+            raise TypeError(f"expected an element or elements, got {type(items).__name__}")
+        return list(items)
+
+    def _as_ids(self, refs: Any) -> list[UUID]:
+        if isinstance(refs, (Element, UUID, str)):
+            return [to_uuid(refs)]
+        return [to_uuid(ref) for ref in refs]
+
+    def _check(self, items: list[Any]) -> None:
+        """Every item must be an element this pile admits; raises before anything changes."""
+        for item in items:
+            kind = type(item)
+            admitted = self._admitted.get(kind)
+            if admitted is None:
+                admitted = self._admitted[kind] = self._admits(kind)
+            if not admitted:
+                accepted = "elements" if self._item_type is None else ", ".join(t.__name__ for t in self._item_type)
+                raise TypeError(f"this pile accepts {accepted}; got {kind.__name__}")
+
+    def _admits(self, kind: type) -> bool:
+        if not issubclass(kind, Element):
+            return False
+        if self._item_type is None:
+            return True
+        if self.strict_type:
+            return kind in self._item_type
+        return issubclass(kind, tuple(self._item_type))
+
+
+def _load_item(base: type[Element] | tuple[type[Element], ...], record: Any) -> Element:
+    """A pile item from its record, loaded as the class it names among the pile's item types."""
+    if not isinstance(record, Mapping):
+        raise TypeError(f"a pile item record must be a mapping, got {type(record).__name__}")
+    candidates = base if isinstance(base, tuple) else (base,)
+    named = record.get("metadata", {}).get("lion_class") if isinstance(record.get("metadata"), Mapping) else None
+    for candidate in candidates:
+        if named is None or element_class(candidate, named) is not None:
+            return candidate.from_dict(record)
+    return candidates[0].from_dict(record)  # raises the ValidationError naming the mismatch

@@ -1,0 +1,321 @@
+"""Progression: an ordered set of UUIDs (ADR-0006 D3: a Pile's order, a Branch's selected view).
+
+Membership, `index()`, replace-at-index, append and removal at either end are O(1); removing from the
+middle leaves a gap that later positional look-ups skip in O(log gaps), and gaps are compacted once
+they make up half of the storage. Inserting at the front reuses head room (grown geometrically), so
+putting a system message at index 0 does not make later operations linear.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, overload
+from uuid import UUID
+
+from pydantic import computed_field
+
+from lionmsg.runtime.element import Element
+
+__all__ = ["OrderedIds", "Progression", "to_uuid"]
+
+_EMPTY: Any = None  # a gap left by a removal
+
+
+def to_uuid(ref: Any) -> UUID:
+    """The UUID a reference names: a UUID, a UUID string, or anything with a UUID `id` (an element)."""
+    if type(ref) is UUID:
+        return ref
+    if isinstance(ref, str):
+        try:
+            return UUID(ref)
+        except ValueError:
+            raise ValueError(f"not a UUID: {ref!r}") from None
+    if isinstance(ref, UUID):
+        return ref
+    ident = getattr(ref, "id", None)
+    if isinstance(ident, UUID):
+        return ident
+    raise TypeError(f"expected a UUID, a UUID string or an element, got {type(ref).__name__}")
+
+
+def _refs(refs: Any) -> list[UUID]:
+    """One reference, or an iterable of them, as UUIDs (a string or an element counts as one)."""
+    if isinstance(refs, (str, UUID)) or hasattr(refs, "id"):
+        return [to_uuid(refs)]
+    if isinstance(refs, Iterable):
+        return [to_uuid(ref) for ref in refs]
+    return [to_uuid(refs)]
+
+
+class OrderedIds:
+    """The storage behind a Progression: a slot list with head room and gaps, and an id -> slot index."""
+
+    __slots__ = ("_gaps", "_head", "_slot_of", "_slots")
+
+    def __init__(self, ids: Iterable[UUID] = ()) -> None:
+        self._slots: list[UUID | None] = list(ids)
+        self._slot_of: dict[UUID, int] = {ident: slot for slot, ident in enumerate(self._slots)}  # type: ignore[misc]
+        if len(self._slot_of) != len(self._slots):
+            raise ValueError("a progression holds each id once: the order has duplicates")
+        self._head = 0  # first used slot; slots before it are head room
+        self._gaps: list[int] = []  # sorted slots emptied by removals
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._slot_of)
+
+    def __iter__(self) -> Iterator[UUID]:
+        if self._gaps:
+            return (ident for ident in self._slots[self._head :] if ident is not None)
+        return iter(self._slots[self._head :])  # type: ignore[arg-type]  # no gaps: no None slots
+
+    def __reversed__(self) -> Iterator[UUID]:
+        return (ident for ident in reversed(self._slots[self._head :]) if ident is not None)
+
+    def __contains__(self, ref: Any) -> bool:
+        try:
+            return to_uuid(ref) in self._slot_of
+        except (TypeError, ValueError):
+            return False
+
+    @overload
+    def __getitem__(self, index: int) -> UUID: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[UUID]: ...
+    def __getitem__(self, index: int | slice) -> UUID | list[UUID]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        size = len(self)
+        if not -size <= index < size:
+            raise IndexError(f"progression index {index} out of range for {size} ids")
+        ident = self._slots[self._slot_at(index % size)]
+        assert ident is not None
+        return ident
+
+    def index(self, ref: Any) -> int:
+        """The position of an id; ValueError when absent."""
+        ident = to_uuid(ref)
+        slot = self._slot_of.get(ident)
+        if slot is None:
+            raise ValueError(f"{ident} is not in the progression")
+        return slot - self._head - bisect.bisect_left(self._gaps, slot)
+
+    # -- changing ----------------------------------------------------------------------------------
+
+    def include(self, refs: Any) -> bool:
+        """Append the ids not present yet; True when any was added."""
+        added = False
+        for ident in _refs(refs):
+            if ident not in self._slot_of:
+                self._slot_of[ident] = len(self._slots)
+                self._slots.append(ident)
+                added = True
+        return added
+
+    def append(self, ref: Any) -> None:
+        """Append one id; ValueError when it is already present."""
+        ident = to_uuid(ref)
+        if ident in self._slot_of:
+            raise ValueError(f"{ident} is already in the progression")
+        self._slot_of[ident] = len(self._slots)
+        self._slots.append(ident)
+
+    def insert(self, index: int, ref: Any) -> None:
+        """Insert one id before position `index` (clamped like `list.insert`); ValueError when present."""
+        ident = to_uuid(ref)
+        if ident in self._slot_of:
+            raise ValueError(f"{ident} is already in the progression")
+        size = len(self)
+        index = max(0, min(size, index + size if index < 0 else index))
+        if index == size:
+            self.append(ident)
+        elif index == 0:
+            self._prepend(ident)
+        else:
+            self._compact()
+            slot = self._head + index
+            self._slots.insert(slot, ident)
+            for later in range(slot, len(self._slots)):
+                self._slot_of[self._slots[later]] = later  # type: ignore[index]
+
+    def replace(self, old: Any, new: Any) -> None:
+        """Put `new` where `old` is, in O(1); ValueError when `old` is absent or `new` already present."""
+        old_id, new_id = to_uuid(old), to_uuid(new)
+        if old_id == new_id and old_id in self._slot_of:
+            return
+        if new_id in self._slot_of:
+            raise ValueError(f"{new_id} is already in the progression")
+        slot = self._slot_of.pop(old_id, None)
+        if slot is None:
+            raise ValueError(f"{old_id} is not in the progression")
+        self._slots[slot] = new_id
+        self._slot_of[new_id] = slot
+
+    def exclude(self, refs: Any) -> bool:
+        """Remove the ids present; True when any was removed."""
+        removed = False
+        for ident in _refs(refs):
+            slot = self._slot_of.pop(ident, None)
+            if slot is not None:
+                self._empty(slot)
+                removed = True
+        return removed
+
+    def remove(self, ref: Any) -> None:
+        """Remove one id; ValueError when absent."""
+        if not self.exclude([to_uuid(ref)]):
+            raise ValueError(f"{to_uuid(ref)} is not in the progression")
+
+    def pop(self, index: int = -1) -> UUID:
+        """Remove and return the id at `index` (the last by default)."""
+        ident = self[index]
+        self.exclude([ident])
+        return ident
+
+    def popleft(self) -> UUID:
+        """Remove and return the first id, in O(1)."""
+        if not self:
+            raise IndexError("popleft from an empty progression")
+        return self.pop(0)
+
+    def clear(self) -> None:
+        self._slots, self._slot_of, self._head, self._gaps = [], {}, 0, []
+
+    # -- storage -----------------------------------------------------------------------------------
+
+    def _slot_at(self, index: int) -> int:
+        """The slot of the id at a valid position, skipping gaps."""
+        if not self._gaps:
+            return self._head + index
+        gaps = self._gaps
+        # Count the gaps before the target: the j-th gap has `gaps[j] - head - j` ids before it.
+        before = bisect.bisect_right(range(len(gaps)), index, key=lambda j: gaps[j] - self._head - j)
+        return self._head + index + before
+
+    def _prepend(self, ident: UUID) -> None:
+        if self._head == 0:
+            self._compact()
+            room = max(8, len(self._slots))  # geometric head room keeps prepends amortised O(1)
+            self._slots[:0] = [_EMPTY] * room
+            self._head = room
+            self._slot_of = {key: slot + room for key, slot in self._slot_of.items()}
+        self._head -= 1
+        self._slots[self._head] = ident
+        self._slot_of[ident] = self._head
+
+    def _empty(self, slot: int) -> None:
+        self._slots[slot] = _EMPTY
+        if slot == self._head:
+            self._head += 1
+            if self._gaps and self._gaps[0] == self._head:
+                self._skip_leading_gaps()
+        elif slot == len(self._slots) - 1:
+            self._slots.pop()
+            while self._gaps and self._gaps[-1] == len(self._slots) - 1:
+                self._gaps.pop()
+                self._slots.pop()
+        else:
+            bisect.insort(self._gaps, slot)
+            if len(self._gaps) * 2 > len(self._slot_of):
+                self._compact()
+        if not self._slot_of:
+            self.clear()
+
+    def _skip_leading_gaps(self) -> None:
+        while self._gaps and self._gaps[0] == self._head:
+            self._gaps.pop(0)
+            self._head += 1
+
+    def _compact(self) -> None:
+        """Close the gaps and give up head room (O(n))."""
+        if not self._gaps and self._head == 0:
+            return
+        ids = list(self)
+        self._slots = list[UUID | None](ids)
+        self._slot_of = {ident: slot for slot, ident in enumerate(ids)}
+        self._head, self._gaps = 0, []
+
+
+class Progression(Element):
+    """An ordered set of UUIDs with a name. Elements given where an id is expected stand for their ids.
+
+    Reading and changing methods are those of `OrderedIds`; equality is by name and order (not id),
+    as in LionAGI.
+    """
+
+    name: str | None = None
+
+    def __init__(self, order: Any = None, **data: Any) -> None:
+        super().__init__(**data)
+        # Plain attribute, not a pydantic PrivateAttr: those cost microseconds per access.
+        object.__setattr__(self, "_ids", OrderedIds([] if order is None else _refs(order)))
+
+    if TYPE_CHECKING:
+        _ids: OrderedIds
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def order(self) -> list[UUID]:
+        """The ids, in order."""
+        return list(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __iter__(self) -> Iterator[UUID]:  # type: ignore[override]
+        return iter(self._ids)
+
+    def __reversed__(self) -> Iterator[UUID]:
+        return reversed(self._ids)
+
+    def __contains__(self, ref: Any) -> bool:
+        return ref in self._ids
+
+    @overload
+    def __getitem__(self, index: int) -> UUID: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[UUID]: ...
+    def __getitem__(self, index: int | slice) -> UUID | list[UUID]:
+        return self._ids[index]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Progression):
+            return NotImplemented
+        return self.name == other.name and len(self) == len(other) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __bool__(self) -> bool:
+        return bool(self._ids)
+
+    def index(self, ref: Any) -> int:
+        return self._ids.index(ref)
+
+    def include(self, refs: Any) -> bool:
+        return self._ids.include(refs)
+
+    def append(self, ref: Any) -> None:
+        self._ids.append(ref)
+
+    def insert(self, index: int, ref: Any) -> None:
+        self._ids.insert(index, ref)
+
+    def replace(self, old: Any, new: Any) -> None:
+        self._ids.replace(old, new)
+
+    def exclude(self, refs: Any) -> bool:
+        return self._ids.exclude(refs)
+
+    def remove(self, ref: Any) -> None:
+        self._ids.remove(ref)
+
+    def pop(self, index: int = -1) -> UUID:
+        return self._ids.pop(index)
+
+    def popleft(self) -> UUID:
+        return self._ids.popleft()
+
+    def clear(self) -> None:
+        self._ids.clear()
