@@ -84,3 +84,13 @@ def test_a_class_from_another_hierarchy_is_never_resolved() -> None:
     record = Node().to_dict()
     with pytest.raises(ValidationError, match="does not name Message or a subclass of it"):
         Message.from_dict(record)
+
+
+def test_a_same_named_class_defined_later_does_not_shadow_the_first() -> None:
+    from lionmsg import Instruction
+
+    look_alike = type("Instruction", (Node,), {"__module__": "elsewhere"})
+    record = Instruction(content={"instruction": "q"}).to_dict()
+    for receiver in (Element, Node, Message):
+        assert type(receiver.from_dict(record)) is Instruction
+    assert type(look_alike.from_dict(look_alike().to_dict())) is look_alike  # it still loads its own records

@@ -32,7 +32,7 @@ __all__ = ["Element", "Node", "element_class", "record_error"]
 _CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 # For every Element class, itself and its subclasses by short name: what `metadata.lion_class` resolves
-# against. Scoped per class, so a same-named class elsewhere (another hierarchy) never shadows one.
+# against. Scoped per class, so a same-named class in another hierarchy never shadows one (see _register).
 _CLASSES_BY_NAME: dict[type[Element], dict[str, type[Element]]] = {}
 
 
@@ -58,6 +58,15 @@ def element_class(base: type[Element], lion_class: str) -> type[Element] | None:
     return _CLASSES_BY_NAME.get(base, {}).get(lion_class_name(lion_class))
 
 
+def _register(base: type[Element], cls: type[Element]) -> None:
+    # The first class of a name wins, so a same-named class defined later elsewhere never shadows it;
+    # a redefinition of the same class (same module and qualified name, e.g. a reload) replaces it.
+    names = _CLASSES_BY_NAME.setdefault(base, {})
+    known = names.get(cls.__name__)
+    if known is None or (known.__module__, known.__qualname__) == (cls.__module__, cls.__qualname__):
+        names[cls.__name__] = cls
+
+
 def lion_class_name(value: str) -> str:
     """The class a `lion_class` value names: the last segment of a dotted path."""
     return value.rpartition(".")[2]
@@ -77,7 +86,7 @@ class Element(BaseModel):
         super().__pydantic_init_subclass__(**kwargs)
         for ancestor in cls.__mro__:
             if isinstance(ancestor, type) and issubclass(ancestor, Element):
-                _CLASSES_BY_NAME.setdefault(ancestor, {})[cls.__name__] = cls
+                _register(ancestor, cls)
 
     @field_validator("metadata", mode="before")
     @classmethod

@@ -1,0 +1,64 @@
+"""Branch: the facade over one MessageManager (ADR-0006 D3)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lionmsg import AssistantResponse, Branch, Instruction, MessageManager, Pile, Progression, System
+
+
+def _branch() -> Branch:
+    branch = Branch(system=System(content={"system_message": "S"}), metadata={"owner": "ops"})
+    branch.msgs.add_message(instruction="one")
+    branch.msgs.add_message(assistant_response="two")
+    branch.msgs.add_message(instruction="three")
+    return branch
+
+
+def test_the_facade_exposes_one_manager() -> None:
+    branch = _branch()
+    assert isinstance(branch.msgs, MessageManager)
+    assert branch.messages is branch.msgs.messages
+    assert branch.progression is branch.msgs.progression
+    assert branch.system is branch.msgs.system
+    assert branch.metadata == {"owner": "ops"}
+
+
+def test_current_progression_selects_a_view_without_deleting_records() -> None:
+    branch = _branch()
+    view = Progression(order=[branch.messages[0].id, branch.messages[3].id])
+    branch.metadata["current_progression"] = view
+    assert branch.progression is view
+    assert len(branch.messages) == 4
+    assert [m["content"] for m in branch.msgs.to_chat_msgs(branch.progression)] == ["S", "Instruction: three"]
+    del branch.metadata["current_progression"]
+    assert branch.progression is branch.msgs.progression
+
+
+def test_a_branch_starts_from_any_history_form() -> None:
+    items = [Instruction(content={"instruction": "i"}), AssistantResponse(content={"assistant_response": "a"})]
+    for messages in (items, tuple(items), Pile(items), Pile(items).to_dict()):
+        assert [m.id for m in Branch(messages=messages).messages] == [m.id for m in items]
+    manager = MessageManager(messages=items)
+    assert Branch(msgs=manager).msgs is manager
+    with pytest.raises(ValueError, match="either msgs or messages"):
+        Branch(msgs=manager, messages=items)
+
+
+def test_a_branch_round_trips_with_its_view() -> None:
+    branch = _branch()
+    branch.metadata["current_progression"] = Progression(order=[branch.messages[1].id], name="recent")
+    record = branch.to_dict()
+    assert record["metadata"]["current_progression"]["order"] == [str(branch.messages[1].id)]
+    assert record["system"] == str(branch.messages[0].id)
+    for loaded in (Branch.from_dict(record), Branch.from_json(branch.to_json())):
+        assert loaded.id == branch.id
+        assert loaded.metadata["owner"] == "ops"
+        assert [m.to_dict() for m in loaded.messages] == [m.to_dict() for m in branch.messages]
+        assert loaded.system is not None
+        assert loaded.system.id == branch.messages[0].id
+        assert loaded.progression == branch.progression
+        assert loaded.progression is not loaded.msgs.progression
+    assert json.loads(branch.to_json()) == record

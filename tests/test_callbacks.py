@@ -1,0 +1,285 @@
+"""Message-added observers: ADR-0006 D4 "Exact semantics", one group per bullet, and design.md §6.10."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sys
+from typing import Any
+
+import pytest
+
+from lionmsg import Instruction, Message, MessageManager
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup, ExceptionGroup
+
+
+async def async_callback(message: Message) -> None:
+    return None
+
+
+class AsyncCallable:
+    def __init__(self) -> None:
+        self.seen: list[Message] = []
+
+    async def __call__(self, message: Message) -> None:
+        self.seen.append(message)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+# -- sync preflight -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "async_like",
+    [
+        async_callback,
+        functools.partial(async_callback),
+        functools.partial(functools.partial(async_callback)),
+        AsyncCallable(),
+    ],
+    ids=["coroutine function", "partial", "nested partial", "object with async __call__"],
+)
+def test_sync_path_rejects_async_callbacks_before_anything_happens(async_like: Any) -> None:
+    called: list[Message] = []
+    manager = MessageManager(on_message_added=[called.append, async_like])
+    with pytest.raises(RuntimeError, match=r"cannot fire from the sync add_message path\. Use a_add_message"):
+        manager.add_message(instruction="x")
+    assert len(manager) == 0
+    assert called == []
+
+
+def test_preflight_comes_before_argument_errors() -> None:
+    manager = MessageManager(on_message_added=[async_callback])
+    with pytest.raises(RuntimeError, match="a_add_message"):
+        manager.add_message(instruction="a", assistant_response="b")
+
+
+def test_an_object_with_async_call_is_awaited_on_the_async_path() -> None:
+    observer = AsyncCallable()
+    manager = MessageManager(on_message_added=[observer])
+    message = run(manager.a_add_message(instruction="x"))
+    assert observer.seen == [message]
+
+
+def test_sync_callables_and_sync_objects_are_fine_on_both_paths() -> None:
+    class Recorder:
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def __call__(self, message: Message) -> None:
+            self.seen.append(message.rendered)
+
+    recorder = Recorder()
+    manager = MessageManager(on_message_added=[recorder, functools.partial(recorder)])
+    manager.add_message(instruction="sync")
+    run(manager.a_add_message(instruction="async"))
+    assert recorder.seen == ["Instruction: sync"] * 2 + ["Instruction: async"] * 2
+
+
+def test_a_sync_callback_returning_an_awaitable_is_an_error_on_the_sync_path_and_awaited_on_the_async_path() -> None:
+    awaited: list[Message] = []
+
+    async def later(message: Message) -> None:
+        awaited.append(message)
+
+    def returns_coroutine(message: Message) -> Any:
+        return later(message)
+
+    manager = MessageManager(on_message_added=[returns_coroutine])
+    with pytest.raises(TypeError, match="returned an awaitable on the sync add_message path"):
+        manager.add_message(instruction="x")
+    assert len(manager) == 1  # committed before the observer ran
+    message = run(manager.a_add_message(instruction="y"))
+    assert awaited == [message]
+
+
+# -- snapshot isolation ---------------------------------------------------------------------------
+
+
+def _isolation_callbacks(manager: MessageManager, log: list[tuple[str, str]]) -> None:
+    def late(message: Message) -> None:
+        log.append(("late", message.rendered))
+
+    def adder(message: Message) -> None:
+        log.append(("adder", message.rendered))
+        if late not in manager.on_message_added:
+            manager.on_message_added.append(late)
+
+    def remover(message: Message) -> None:
+        log.append(("remover", message.rendered))
+        if third in manager.on_message_added:
+            manager.on_message_added.remove(third)
+
+    def third(message: Message) -> None:
+        log.append(("third", message.rendered))
+
+    manager.on_message_added.extend([adder, remover, third])
+
+
+def test_changes_to_the_callbacks_during_a_callback_apply_to_the_next_addition_sync() -> None:
+    manager, log = MessageManager(), []
+    _isolation_callbacks(manager, log)
+    manager.add_message(plain_content="one")
+    manager.add_message(plain_content="two")
+    assert log == [
+        ("adder", "one"), ("remover", "one"), ("third", "one"),
+        ("adder", "two"), ("remover", "two"), ("late", "two"),
+    ]  # fmt: skip
+
+
+def test_changes_to_the_callbacks_during_a_callback_apply_to_the_next_addition_async() -> None:
+    manager, log = MessageManager(), []
+    _isolation_callbacks(manager, log)
+
+    async def main() -> None:
+        await manager.a_add_message(plain_content="one")
+        await manager.a_add_message(plain_content="two")
+
+    run(main())
+    assert log == [
+        ("adder", "one"), ("remover", "one"), ("third", "one"),
+        ("adder", "two"), ("remover", "two"), ("late", "two"),
+    ]  # fmt: skip
+
+
+# -- failures: continuation, result, committed mutation -------------------------------------------
+
+
+def _failing(error: BaseException) -> Any:
+    def callback(message: Message) -> None:
+        raise error
+
+    return callback
+
+
+def test_one_failure_is_raised_as_itself_after_every_callback_ran() -> None:
+    ran: list[Message] = []
+    manager = MessageManager(on_message_added=[_failing(KeyError("k1")), ran.append])
+    with pytest.raises(KeyError, match="k1"):
+        manager.add_message(instruction="x")
+    assert len(ran) == 1
+    assert len(manager) == 1
+
+
+def test_several_failures_are_one_exception_group() -> None:
+    ran: list[Message] = []
+    manager = MessageManager(on_message_added=[_failing(KeyError("a")), ran.append, _failing(ValueError("b"))])
+    with pytest.raises(ExceptionGroup) as raised:
+        manager.add_message(instruction="x")
+    group = raised.value
+    assert group.message == "on_message_added hooks failed"
+    assert [type(e) for e in group.exceptions] == [KeyError, ValueError]
+    assert len(ran) == 1
+    assert len(manager) == 1
+
+
+def test_base_exceptions_are_collected_too() -> None:
+    alone = MessageManager(on_message_added=[_failing(KeyboardInterrupt())])
+    with pytest.raises(KeyboardInterrupt):
+        alone.add_message(instruction="x")
+    mixed = MessageManager(on_message_added=[_failing(KeyboardInterrupt()), _failing(KeyError("k"))])
+    with pytest.raises(BaseExceptionGroup) as raised:
+        mixed.add_message(instruction="x")
+    assert not isinstance(raised.value, ExceptionGroup)
+    assert raised.value.message == "on_message_added hooks failed"
+    assert len(alone) == len(mixed) == 1
+
+
+def test_async_failures_follow_the_same_rules() -> None:
+    ran: list[Message] = []
+
+    async def boom(message: Message) -> None:
+        raise RuntimeError("async boom")
+
+    manager = MessageManager(on_message_added=[boom, ran.append, _failing(TypeError("sync boom"))])
+    with pytest.raises(ExceptionGroup) as raised:
+        run(manager.a_add_message(instruction="x"))
+    assert [type(e) for e in raised.value.exceptions] == [RuntimeError, TypeError]
+    assert len(ran) == 1
+    assert len(manager) == 1
+    single = MessageManager(on_message_added=[boom])
+    with pytest.raises(RuntimeError, match="async boom"):
+        run(single.a_add_message(instruction="x"))
+    assert len(single) == 1
+
+
+def test_the_callback_sees_the_message_already_committed() -> None:
+    manager = MessageManager()
+    seen: list[tuple[bool, int]] = []
+    manager.on_message_added.append(
+        lambda message: seen.append((message in manager, manager.progression.index(message)))
+    )
+    manager.add_message(instruction="x")
+    run(manager.a_add_message(instruction="y"))
+    assert seen == [(True, 0), (True, 1)]
+
+
+def test_callbacks_fire_on_replace_but_not_on_direct_pile_or_system_changes() -> None:
+    fired: list[Message] = []
+    manager = MessageManager(on_message_added=[fired.append])
+    message = manager.add_message(instruction="x")
+    manager.add_message(instruction=message, guidance="g")
+    assert fired == [message, message]
+    manager.messages.include(Instruction())
+    manager.clear_messages()
+    assert len(fired) == 2
+
+
+# -- re-entrant async callbacks -------------------------------------------------------------------
+
+
+def test_an_async_callback_may_add_again_without_deadlock() -> None:
+    manager = MessageManager()
+    order: list[str] = []
+
+    async def reentrant(message: Message) -> None:
+        order.append(message.rendered)
+        if message.rendered == "outer":
+            nested = await manager.a_add_message(plain_content="inner")
+            assert nested in manager
+
+    manager.on_message_added.append(reentrant)
+
+    async def main() -> None:
+        await asyncio.wait_for(manager.a_add_message(plain_content="outer"), timeout=60)
+
+    run(main())
+    assert order == ["outer", "inner"]
+    assert [m.rendered for m in manager] == ["outer", "inner"]
+
+
+def test_the_nested_addition_gets_its_own_snapshot() -> None:
+    manager = MessageManager()
+    calls: list[str] = []
+
+    async def first(message: Message) -> None:
+        calls.append(f"first:{message.rendered}")
+        if message.rendered == "outer":
+            manager.on_message_added.append(second)
+            await manager.a_add_message(plain_content="inner")
+
+    async def second(message: Message) -> None:
+        calls.append(f"second:{message.rendered}")
+
+    manager.on_message_added.append(first)
+    run(manager.a_add_message(plain_content="outer"))
+    assert calls == ["first:outer", "first:inner", "second:inner"]
+
+
+def test_a_add_message_refuses_unknown_arguments() -> None:
+    manager = MessageManager()
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        run(manager.a_add_message(bogus=1))
+    assert len(manager) == 0
+
+
+def test_the_live_list_is_kept_by_reference() -> None:
+    observers: list[Any] = []
+    manager = MessageManager(on_message_added=observers)
+    assert manager.on_message_added is observers
+    assert MessageManager().on_message_added == []

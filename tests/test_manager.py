@@ -1,0 +1,499 @@
+"""MessageManager: ADR-0006 D3 "Exact history semantics", one group per bullet, and design.md §6
+decisions 1, 5, 6, 8 and 9."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from typing import Any
+from uuid import uuid4
+
+import pytest
+
+from lionmsg import (
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    Instruction,
+    Message,
+    MessageManager,
+    MessageRole,
+    Node,
+    Pile,
+    Progression,
+    System,
+)
+
+
+def kinds(messages: Iterable[Message]) -> list[str]:
+    return [type(message).__name__ for message in messages]
+
+
+def snapshot(manager: MessageManager) -> tuple[Any, ...]:
+    return (
+        [message.id for message in manager],
+        {message.id: message for message in manager},
+        [message.to_dict() for message in manager],
+        manager.system,
+    )
+
+
+# -- initialization -------------------------------------------------------------------------------
+
+
+def test_list_entries_dicts_are_rebuilt_and_non_messages_ignored() -> None:
+    instruction = Instruction(content={"instruction": "i"})
+    answer = AssistantResponse(content={"assistant_response": "a"})
+    manager = MessageManager(messages=[instruction, answer.to_dict(), "junk", 5, None, Node()])
+    assert kinds(manager) == ["Instruction", "AssistantResponse"]
+    assert manager.messages[answer.id].content == answer.content
+    assert manager.messages.item_type == frozenset({Message})
+    assert manager.messages.strict_type is False
+
+
+@pytest.mark.parametrize("wrap", [tuple, lambda items: Pile(items), lambda items: Pile(items).to_dict()])
+def test_a_tuple_a_pile_or_a_serialized_pile_are_histories_too(wrap: Any) -> None:
+    items = [Instruction(content={"instruction": "i"}), AssistantResponse(content={"assistant_response": "a"})]
+    manager = MessageManager(messages=wrap(items))
+    assert [m.id for m in manager] == [m.id for m in items]
+    assert manager.messages.item_type == frozenset({Message})
+
+
+@pytest.mark.parametrize("bad", ["text", 5, {1, 2}, Instruction()])
+def test_anything_else_as_messages_is_a_type_error(bad: Any) -> None:
+    with pytest.raises(TypeError, match="messages must be a list, a tuple, a Pile or a serialized pile"):
+        MessageManager(messages=bad)
+
+
+def test_the_manager_pile_accepts_message_subclasses_only() -> None:
+    manager = MessageManager()
+
+    class Note(Instruction):
+        pass
+
+    manager.messages.include(Note())
+    with pytest.raises(TypeError, match="this pile accepts Message"):
+        manager.messages.include(Node())
+    assert kinds(manager) == ["Note"]
+
+
+@pytest.mark.parametrize("bad", [Instruction(), "You are X", {"system_message": "x"}])
+def test_system_must_be_a_system(bad: Any) -> None:
+    with pytest.raises(ValueError, match=r"System message must be a System instance\."):
+        MessageManager(system=bad)
+
+
+def test_progression_orders_the_history() -> None:
+    first, second = Instruction(), AssistantResponse()
+    order = Progression(order=[second.id, first.id])
+    manager = MessageManager(messages=[first, second], progression=order)
+    assert [m.id for m in manager] == [second.id, first.id]
+    assert manager.progression is order
+    with pytest.raises(ValueError, match="does not list exactly"):
+        MessageManager(messages=[first, second], progression=[first.id])
+
+
+# -- one system message at index 0 (design.md §6.1) -----------------------------------------------
+
+
+def test_first_system_goes_to_index_zero() -> None:
+    manager = MessageManager(messages=[Instruction(content={"instruction": "hello"})])
+    system = System(content={"system_message": "S1"})
+    manager.set_system(system)
+    assert kinds(manager) == ["System", "Instruction"]
+    assert manager.system is system
+
+
+def test_a_new_system_replaces_the_old_one_at_index_zero() -> None:
+    first = System(content={"system_message": "S1"})
+    manager = MessageManager(messages=[Instruction()], system=first)
+    second = System(content={"system_message": "S2"})
+    manager.set_system(second)
+    assert kinds(manager) == ["System", "Instruction"]
+    assert manager.messages[0] is second
+    assert first.id not in manager
+    third = manager.add_message(system="S3")
+    assert manager.system is third
+    assert next(m.rendered for m in manager) == "S3"
+    assert len(manager) == 2
+
+
+def test_system_is_at_index_zero_when_constructed_with_messages_and_a_system() -> None:
+    system = System(content={"system_message": "S"})
+    manager = MessageManager(messages=[Instruction(), AssistantResponse()], system=system)
+    assert kinds(manager) == ["System", "Instruction", "AssistantResponse"]
+    assert [m["role"] for m in manager.to_chat_msgs()] == ["system", "user", "assistant"]
+
+
+def test_a_system_among_the_messages_becomes_the_system_at_index_zero() -> None:
+    system = System()
+    manager = MessageManager(messages=[Instruction(), system])
+    assert manager.system is system
+    assert kinds(manager) == ["System", "Instruction"]
+    replacement = System(content={"system_message": "other"})
+    manager = MessageManager(messages=[Instruction(), system], system=replacement)
+    assert kinds(manager) == ["System", "Instruction"]
+    assert manager.system is replacement
+    with pytest.raises(ValueError, match="one system message"):
+        MessageManager(messages=[System(), System()])
+
+
+def test_re_setting_or_re_adding_the_current_system_updates_it_in_place() -> None:
+    system = System(content={"system_message": "S"})
+    manager = MessageManager(messages=[Instruction()], system=system)
+    manager.set_system(system)
+    assert kinds(manager) == ["System", "Instruction"]
+    again = manager.add_message(system=system, system_datetime="2025-01-01T00:00+00:00")
+    assert again is system
+    assert kinds(manager) == ["System", "Instruction"]
+    assert manager.to_chat_msgs()[0]["content"] == "System Time: 2025-01-01T00:00+00:00\n\nS"
+
+
+def test_clear_messages_keeps_only_the_system() -> None:
+    system = System()
+    manager = MessageManager(messages=[Instruction(), AssistantResponse()], system=system)
+    manager.clear_messages()
+    assert kinds(manager) == ["System"]
+    assert manager.messages[0] is system
+    plain = MessageManager(messages=[Instruction()])
+    plain.clear_messages()
+    assert len(plain) == 0
+
+
+# -- add or replace -------------------------------------------------------------------------------
+
+
+def test_a_message_already_in_the_history_is_replaced_at_the_same_index() -> None:
+    manager = MessageManager()
+    instruction = manager.add_message(instruction="first")
+    answer = manager.add_message(assistant_response="answer")
+    manager.add_message(instruction="second")
+    again = manager.add_message(instruction=instruction, guidance="more")
+    assert again is instruction
+    assert manager.progression.index(instruction) == 0
+    assert instruction.content.guidance == "more"
+    manager.add_message(assistant_response=answer, sender="bot")
+    assert manager.progression.index(answer) == 1
+    assert answer.sender == "bot"
+    assert len(manager) == 3
+
+
+def test_a_different_object_with_the_same_id_replaces_in_place() -> None:
+    manager = MessageManager()
+    original = manager.add_message(instruction="one")
+    manager.add_message(instruction="two")
+    twin = Message.from_dict(original.to_dict())
+    manager.messages.update(twin)
+    assert manager.messages[original.id] is twin
+    assert manager.progression.index(twin) == 0
+
+
+def test_a_clone_is_a_new_message() -> None:
+    manager = MessageManager()
+    original = manager.add_message(instruction="one")
+    manager.add_message(instruction=original.clone())
+    assert len(manager) == 2
+
+
+# -- factory selection (design.md §6.6) -----------------------------------------------------------
+
+REQUEST = ActionRequest(content={"function": "f", "arguments": {"x": 1}})
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"instruction": "a", "assistant_response": "b"},
+        {"instruction": "a", "system": "s"},
+        {"instruction": "a", "action_request": REQUEST},
+        {"instruction": "a", "action_request": REQUEST, "action_output": 1},
+        {"assistant_response": "a", "action_request": REQUEST, "action_output": 0},
+        {"system": "s", "action_request": REQUEST, "action_output": 1},
+        {"assistant_response": "a", "action_function": "f"},
+    ],
+)
+def test_conflicting_kinds_raise_and_change_nothing(arguments: dict[str, Any]) -> None:
+    manager = MessageManager(messages=[Instruction()], system=System())
+    request_before = REQUEST.content.to_dict()
+    before = snapshot(manager)
+    with pytest.raises(ValueError, match=r"^Only one message type can be added at a time\.$"):
+        manager.add_message(**arguments)
+    assert snapshot(manager) == before
+    assert REQUEST.content.to_dict() == request_before
+
+
+def test_falsy_kind_values_do_not_select_a_kind() -> None:
+    message = MessageManager().add_message(instruction="", assistant_response="b")
+    assert type(message) is AssistantResponse
+
+
+@pytest.mark.parametrize("output", [0, "", [], {}, False])
+def test_a_falsy_action_output_still_makes_a_response(output: Any) -> None:
+    manager = MessageManager()
+    request = manager.add_message(action_function="f", action_arguments={"x": 1})
+    response = manager.add_message(action_request=request, action_output=output)
+    assert type(response) is ActionResponse
+    assert response.content.output == output
+
+
+def test_an_action_request_without_output_is_re_added_as_a_request() -> None:
+    manager = MessageManager()
+    request = manager.add_message(action_function="f")
+    assert manager.add_message(action_request=request, action_arguments={"q": 1}) is request
+    assert request.arguments == {"q": 1}
+    assert kinds(manager) == ["ActionRequest"]
+
+
+def test_action_function_alone_builds_a_request_with_empty_arguments() -> None:
+    request = MessageManager().add_message(action_function="f")
+    assert type(request) is ActionRequest
+    assert (request.function, request.arguments) == ("f", {})
+
+
+def test_output_without_a_request_is_a_value_error() -> None:
+    manager = MessageManager()
+    with pytest.raises(ValueError, match="please provide a corresponding action request"):
+        manager.add_message(action_output=1)
+    assert len(manager) == 0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "stray"),
+    [
+        ({"assistant_response": "a", "guidance": "g"}, "guidance"),
+        ({"system": "s", "context": ["c"]}, "context"),
+        ({"instruction": "i", "system_datetime": True}, "system_datetime"),
+        ({"action_function": "f", "images": ["AAAA"]}, "images"),
+        ({"action_arguments": {"x": 1}}, "action_arguments"),
+    ],
+)
+def test_arguments_that_do_not_apply_are_refused_not_dropped(arguments: dict[str, Any], stray: str) -> None:
+    manager = MessageManager()
+    with pytest.raises(ValueError, match=f"{stray} cannot be used when adding a message of kind"):
+        manager.add_message(**arguments)
+    assert len(manager) == 0
+
+
+def test_with_no_kind_an_instruction_is_built() -> None:
+    message = MessageManager().add_message()
+    assert type(message) is Instruction
+    assert message.rendered == "{}"
+    assert (message.sender, message.recipient) == (MessageRole.UNSET, MessageRole.UNSET)
+    guided = MessageManager().add_message(guidance="g", context="c")
+    assert type(guided) is Instruction
+    assert guided.content.prompt_context == ["c"]
+
+
+def test_a_provider_payload_as_assistant_response_is_normalised() -> None:
+    message = MessageManager().add_message(assistant_response={"choices": [{"message": {"content": "hi"}}]})
+    assert message.rendered == "hi"
+    assert message.metadata["model_response"] == {"choices": [{"message": {"content": "hi"}}]}
+
+
+def test_metadata_is_merged_into_the_message() -> None:
+    message = MessageManager().add_message(instruction="i", metadata={"k": 1})
+    assert message.metadata == {"k": 1}
+
+
+def test_unknown_keyword_arguments_are_type_errors() -> None:
+    manager = MessageManager()
+    with pytest.raises(TypeError):
+        manager.add_message(bogus=1)  # type: ignore[call-arg]
+
+
+# -- class defaults for routing (design.md §6.5) --------------------------------------------------
+
+
+def test_factory_built_messages_keep_class_defaults_unless_given() -> None:
+    manager = MessageManager()
+    system = manager.add_message(system="S")
+    assert (system.sender, system.recipient) == (MessageRole.SYSTEM, MessageRole.ASSISTANT)
+    answer = manager.add_message(assistant_response="a")
+    assert (answer.sender, answer.recipient) == (MessageRole.UNSET, MessageRole.USER)
+    instruction = manager.add_message(instruction="i")
+    assert (instruction.sender, instruction.recipient) == (MessageRole.UNSET, MessageRole.UNSET)
+    routed = manager.add_message(assistant_response="b", sender="gpt", recipient="alice")
+    assert (routed.sender, routed.recipient) == ("gpt", "alice")
+
+
+# -- action correlation (ADR D2, design.md §6.9) --------------------------------------------------
+
+
+def test_create_action_response_links_both_ways_and_copies_the_call() -> None:
+    request = ActionRequest(content={"function": "f", "arguments": {"x": [1]}})
+    response = MessageManager.create_action_response(action_request=request, action_output={"v": 1})
+    assert response.content.action_request_id == str(request.id)
+    assert request.content.action_response_id == str(response.id)
+    assert request.is_responded()
+    assert (response.function, response.arguments) == ("f", {"x": [1]})
+    request.arguments["x"].append(2)
+    assert response.arguments == {"x": [1]}
+
+
+@pytest.mark.parametrize("bad", [None, {"function": "f"}, Instruction()])
+def test_create_action_response_requires_an_action_request(bad: Any) -> None:
+    with pytest.raises(
+        ValueError, match=r"^Error: please provide a corresponding action request for an action response\.$"
+    ):
+        MessageManager.create_action_response(action_request=bad, action_output=1)
+
+
+def test_an_existing_response_is_updated_without_establishing_a_missing_link() -> None:
+    request = ActionRequest(content={"function": "f"})
+    existing = ActionResponse(content={"function": "f", "output": "old"})
+    returned = MessageManager.create_action_response(
+        action_request=request, action_response=existing, action_output="new"
+    )
+    assert returned is existing
+    assert existing.output == "new"
+    assert existing.content.action_request_id is None
+    assert not request.is_responded()
+
+
+def test_an_existing_response_keeps_its_output_when_none_is_given() -> None:
+    request = ActionRequest(content={"function": "f"})
+    existing = ActionResponse(content={"function": "f", "output": {"kept": True}})
+    MessageManager.create_action_response(action_request=request, action_response=existing)
+    assert existing.output == {"kept": True}
+
+
+def test_the_link_survives_records() -> None:
+    manager = MessageManager()
+    request = manager.add_message(action_function="f", action_arguments={"a": 1})
+    response = manager.add_message(action_request=request, action_output=3)
+    reloaded = MessageManager.from_dict(manager.to_dict())
+    assert reloaded.messages[request.id].content.action_response_id == str(response.id)
+    assert reloaded.messages[response.id].content.action_request_id == str(request.id)
+
+
+# -- typed views ----------------------------------------------------------------------------------
+
+
+class MyInstruction(Instruction):
+    pass
+
+
+def _mixed() -> MessageManager:
+    manager = MessageManager(system=System())
+    manager.add_message(instruction="i1")
+    manager.add_message(assistant_response="a1")
+    request = manager.add_message(action_function="f")
+    manager.add_message(action_request=request, action_output="out")
+    manager.messages.include(Message(content="generic"))
+    manager.messages.include(MyInstruction(content={"instruction": "mine"}))
+    manager.add_message(instruction="i2")
+    return manager
+
+
+def test_typed_views_are_strict_new_piles() -> None:
+    manager = _mixed()
+    assert kinds(manager.instructions) == ["Instruction", "Instruction"]
+    assert kinds(manager.assistant_responses) == ["AssistantResponse"]
+    assert kinds(manager.actions) == ["ActionRequest", "ActionResponse"]
+    assert kinds(manager.action_requests) == ["ActionRequest"]
+    assert kinds(manager.action_responses) == ["ActionResponse"]
+    view = manager.instructions
+    assert view.strict_type is True
+    view.pop(view[0].id)
+    assert len(manager.instructions) == 2
+    assert len(manager) == 8
+
+
+def test_last_response_and_last_instruction() -> None:
+    manager = _mixed()
+    assert manager.last_instruction is not None
+    assert manager.last_instruction.rendered == "Instruction: i2"
+    assert manager.last_response is not None
+    assert manager.last_response.rendered == "a1"
+    empty = MessageManager()
+    assert (empty.last_response, empty.last_instruction) == (None, None)
+
+
+# -- raw projection -------------------------------------------------------------------------------
+
+
+def test_to_chat_msgs_projects_everything_without_folding() -> None:
+    manager = _mixed()
+    chat = manager.to_chat_msgs()
+    assert [m["role"] for m in chat] == ["system", "user", "assistant", "action", "action", "unset", "user", "user"]
+    assert chat[4]["content"] == "Function: f\nOutput: out"
+    assert chat[5] == {"role": "unset", "content": "generic"}
+
+
+def test_empty_list_gives_nothing_and_falsy_gives_everything() -> None:
+    manager = _mixed()
+    assert manager.to_chat_msgs([]) == []
+    full = manager.to_chat_msgs()
+    assert manager.to_chat_msgs(None) == full
+    assert manager.to_chat_msgs(()) == full
+    assert manager.to_chat_msgs(Progression()) == full
+
+
+def test_a_supplied_order_is_projected_as_given() -> None:
+    manager = _mixed()
+    first, second = manager.messages[2], manager.messages[1]
+    assert manager.to_chat_msgs([first.id, second.id]) == [first.chat_msg, second.chat_msg]
+    assert manager.to_chat_msgs([str(first.id), 1]) == [first.chat_msg, second.chat_msg]
+    assert manager.to_chat_msgs(Progression(order=[second.id])) == [second.chat_msg]
+    assert manager.to_chat_msgs([first.id, first.id]) == [first.chat_msg, first.chat_msg]
+
+
+@pytest.mark.parametrize("bad", ["not-an-id", 999])
+def test_an_invalid_reference_is_wrapped(bad: Any) -> None:
+    manager = _mixed()
+    for order in ([uuid4()], [manager.messages[0].id, bad]):
+        with pytest.raises(
+            ValueError, match=r"^One or more messages in the requested progression are invalid\.$"
+        ) as raised:
+            manager.to_chat_msgs(order)
+        assert raised.value.__cause__ is not None
+
+
+def test_an_unrenderable_message_is_an_invalid_progression_not_a_hole() -> None:
+    class Broken:
+        @property
+        def rendered(self) -> str:
+            raise RuntimeError("cannot render")
+
+    manager = MessageManager()
+    broken = Message(content=Broken())
+    manager.messages.include(broken)
+    assert broken.chat_msg is None
+    with pytest.raises(ValueError, match=r"One or more messages in the requested progression are invalid\.") as raised:
+        manager.to_chat_msgs()
+    assert isinstance(raised.value.__cause__, RuntimeError)
+
+
+# -- records --------------------------------------------------------------------------------------
+
+
+def test_a_manager_round_trips_with_system_order_and_every_message() -> None:
+    manager = _mixed()
+    record = manager.to_dict()
+    for reloaded in (MessageManager.from_dict(copy.deepcopy(record)), MessageManager.from_json(manager.to_json())):
+        assert [m.id for m in reloaded] == [m.id for m in manager]
+        assert [type(m) for m in reloaded] == [type(m) for m in manager]
+        assert [m.to_dict() for m in reloaded] == [m.to_dict() for m in manager]
+        assert reloaded.system is not None
+        assert manager.system is not None
+        assert reloaded.system.id == manager.system.id
+
+
+def test_a_record_naming_the_wrong_system_is_refused() -> None:
+    record = _mixed().to_dict()
+    record["system"] = "00000000-0000-4000-8000-000000000000"
+    with pytest.raises(ValueError, match="the record names system"):
+        MessageManager.from_dict(record)
+    with pytest.raises(ValueError, match="needs `messages`"):
+        MessageManager.from_dict({"system": None})
+
+
+def test_container_protocol() -> None:
+    manager = _mixed()
+    first = manager.messages[0]
+    assert first in manager
+    assert first.id in manager
+    assert str(first.id) in manager
+    assert bool(manager)
+    assert not bool(MessageManager())
+    assert len(manager) == len(list(manager)) == 8

@@ -1,0 +1,829 @@
+"""Pile (ADR-0006 D3): elements by UUID with a type constraint, ordered by the pile's own Progression.
+Construction, the constraint (and that a rejected change leaves the pile exactly as it was), every
+reading and changing method, records, and the async lock."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+from pydantic import ValidationError
+
+from lionmsg import (
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    Element,
+    Instruction,
+    Message,
+    Node,
+    Pile,
+    Progression,
+    System,
+)
+from tests.conftest import fields_of
+from tests.samples import rich_messages
+
+
+def snapshot(pile: Pile[Any]) -> tuple[Any, ...]:
+    """Everything observable about a pile's contents: ids, order, the very objects, the progression."""
+    return (
+        pile.keys(),
+        [id(item) for item in pile.values()],
+        [(ident, id(item)) for ident, item in pile.items()],
+        list(pile.progression),
+        len(pile),
+        {ident: id(pile[ident]) for ident in list(pile.progression)},
+    )
+
+
+def mixed_messages() -> list[Element]:
+    return [
+        System(content={"system_message": "Be terse."}),
+        Instruction(content={"instruction": "Summarise."}, metadata={"trace": 1}),
+        AssistantResponse(content={"assistant_response": "Done."}),
+        ActionRequest(content={"function": "search", "arguments": {"q": "x"}}),
+        ActionResponse(content={"function": "search", "arguments": {"q": "x"}, "output": [1]}),
+        Message(content={"free": "form"}),
+    ]
+
+
+# -- construction ---------------------------------------------------------------------------------
+
+
+def test_empty_pile() -> None:
+    pile: Pile[Element] = Pile()
+    assert len(pile) == 0
+    assert not pile
+    assert pile.keys() == []
+    assert pile.values() == []
+    assert pile.items() == []
+    assert list(pile) == []
+    assert pile.item_type is None
+    assert pile.strict_type is False
+    assert isinstance(pile.progression, Progression)
+    assert list(pile.progression) == []
+    assert isinstance(pile, Element)
+
+
+@pytest.mark.parametrize("shape", ["list", "tuple", "dict", "generator"])
+def test_construction_from_collections(shape: str) -> None:
+    items = [Instruction(), Node(content=1), Element()]
+    collections: Any = {
+        "list": items,
+        "tuple": tuple(items),
+        "dict": {item.id: item for item in items},
+        "generator": (item for item in items),
+    }[shape]
+    pile: Pile[Any] = Pile(collections)
+    assert pile.keys() == [item.id for item in items]
+    assert all(a is b for a, b in zip(pile.values(), items, strict=True))
+    assert list(pile.progression) == [item.id for item in items]
+    assert len(pile) == 3
+
+
+def test_construction_from_a_single_element() -> None:
+    node = Node(content="only")
+    pile: Pile[Any] = Pile(node)
+    assert pile.keys() == [node.id]
+    assert pile[node.id] is node
+
+
+def test_item_type_as_one_class_or_several() -> None:
+    assert Pile(item_type=Message).item_type == frozenset({Message})
+    assert Pile(item_type={Message}).item_type == frozenset({Message})
+    assert Pile(item_type=[Instruction, Node]).item_type == frozenset({Instruction, Node})
+    assert Pile(item_type=(Instruction, System)).item_type == frozenset({Instruction, System})
+    strict: Pile[Any] = Pile(item_type={Message}, strict_type=True)
+    assert strict.strict_type is True
+    assert strict.item_type == frozenset({Message})
+
+
+def test_progression_argument_sets_the_order_and_is_the_piles_own() -> None:
+    a, b, c = Instruction(), AssistantResponse(), Node()
+    order = Progression([c, a, b], name="given")
+    pile: Pile[Any] = Pile([a, b, c], progression=order)
+    assert pile.keys() == [c.id, a.id, b.id]
+    assert pile.values() == [c, a, b]
+    assert pile.progression is order
+    assert pile[0] is c
+    from_ids: Pile[Any] = Pile([a, b, c], progression=[str(b.id), c.id, a])
+    assert from_ids.keys() == [b.id, c.id, a.id]
+    assert Pile(progression=[]).keys() == []
+
+
+@pytest.mark.parametrize("case", ["missing", "extra", "other", "empty-for-items", "items-for-empty"])
+def test_progression_must_list_exactly_the_items(case: str) -> None:
+    a, b = Instruction(), Node()
+    stranger = uuid4()
+    items, progression = {
+        "missing": ([a, b], [a.id]),
+        "extra": ([a, b], [a.id, b.id, stranger]),
+        "other": ([a, b], [a.id, stranger]),
+        "empty-for-items": ([a, b], []),
+        "items-for-empty": ([], [a.id]),
+    }[case]
+    with pytest.raises(ValueError, match="the progression does not list exactly the pile's items"):
+        Pile(items, progression=progression)
+    with pytest.raises(ValueError, match="the progression does not list exactly the pile's items"):
+        Pile(items, progression=Progression(progression))
+
+
+def test_progression_argument_with_duplicates() -> None:
+    a, b = Instruction(), Node()
+    with pytest.raises(ValueError, match="each id once"):
+        Pile([a, b], progression=[a.id, b.id, a.id])
+
+
+@pytest.mark.parametrize("shape", ["same-object", "same-id"])
+def test_duplicates_in_collections(shape: str) -> None:
+    a = Instruction()
+    twin = a if shape == "same-object" else Instruction(id=a.id, content={"instruction": "twin"})
+    with pytest.raises(ValueError, match=f"{a.id} appears twice in the collection"):
+        Pile([a, Node(), twin])
+
+
+@pytest.mark.parametrize("collections", ["text", b"bytes", 5, 3.5, object()])
+def test_construction_from_a_non_collection(collections: Any) -> None:
+    with pytest.raises(TypeError, match="expected an element or elements, got"):
+        Pile(collections)
+
+
+@pytest.mark.parametrize("bad", ["text", 5, None, {"id": "x"}, uuid4()])
+def test_non_elements_in_collections_are_rejected(bad: Any) -> None:
+    with pytest.raises(TypeError, match=f"this pile accepts elements; got {type(bad).__name__}"):
+        Pile([Node(), bad])
+    with pytest.raises(TypeError, match=f"this pile accepts Message; got {type(bad).__name__}"):
+        Pile([Instruction(), bad], item_type={Message})
+
+
+def test_collections_outside_the_constraint_are_rejected() -> None:
+    with pytest.raises(TypeError, match="this pile accepts Message; got Node"):
+        Pile([Instruction(), Node()], item_type={Message})
+    with pytest.raises(TypeError, match="this pile accepts Message; got Instruction"):
+        Pile([Message(), Instruction()], item_type=Message, strict_type=True)
+
+
+# -- the type constraint --------------------------------------------------------------------------
+
+
+def test_non_strict_accepts_subclasses() -> None:
+    pile: Pile[Message] = Pile(item_type={Message})
+    for item in mixed_messages():
+        assert pile.include(item) is True
+    assert [type(item) for item in pile] == [
+        System,
+        Instruction,
+        AssistantResponse,
+        ActionRequest,
+        ActionResponse,
+        Message,
+    ]
+    nodes: Pile[Node] = Pile(item_type=Node)
+    nodes.include([Instruction(), Node()])
+    assert len(nodes) == 2
+
+
+def test_strict_accepts_exactly_the_classes() -> None:
+    pile: Pile[Element] = Pile(item_type=[Instruction, Node], strict_type=True)
+    pile.include([Instruction(), Node()])
+    assert len(pile) == 2
+    for rejected in (Message(), System(), AssistantResponse(), Element()):
+        with pytest.raises(TypeError, match=f"got {type(rejected).__name__}$"):
+            pile.include(rejected)
+    assert len(pile) == 2
+
+
+def test_rejection_message_names_every_accepted_class() -> None:
+    pile: Pile[Element] = Pile(item_type=[Instruction, System])
+    with pytest.raises(TypeError, match=r"^this pile accepts ") as raised:
+        pile.include(Node())
+    text = str(raised.value)
+    assert text.endswith("; got Node")
+    accepted = text.removeprefix("this pile accepts ").removesuffix("; got Node")
+    assert sorted(accepted.split(", ")) == ["Instruction", "System"]
+
+
+def constrained_pile() -> tuple[Pile[Message], list[Message]]:
+    items: list[Any] = mixed_messages()
+    return Pile(items, item_type={Message}), items
+
+
+@pytest.mark.parametrize("bad", [Node(), Element(), "text", 7, None], ids=["Node", "Element", "str", "int", "None"])
+@pytest.mark.parametrize("call", ["include", "update", "insert", "replace"])
+def test_a_rejected_change_leaves_the_pile_exactly_as_it_was(call: str, bad: Any) -> None:
+    pile, items = constrained_pile()
+    before = snapshot(pile)
+    batch = bad if isinstance(bad, Element) else [bad]
+    change: Callable[[], object] = {
+        "include": lambda: pile.include(batch),
+        "update": lambda: pile.update(batch),
+        "insert": lambda: pile.insert(0, bad),
+        "replace": lambda: pile.replace(items[2], bad),
+    }[call]
+    with pytest.raises(TypeError, match=rf"^this pile accepts Message; got {type(bad).__name__}$"):
+        change()
+    assert snapshot(pile) == before
+
+
+@pytest.mark.parametrize("call", ["include", "update"])
+def test_a_batch_with_one_bad_item_at_the_end_adds_nothing(call: str) -> None:
+    pile, items = constrained_pile()
+    before = snapshot(pile)
+    replacement = Instruction(id=items[1].id, content={"instruction": "changed"})
+    batch = [Instruction(), replacement, AssistantResponse(), Node()]
+    with pytest.raises(TypeError, match=r"^this pile accepts Message; got Node$"):
+        getattr(pile, call)(batch)
+    assert snapshot(pile) == before
+    assert pile[items[1].id] is items[1]
+    assert all(item.id not in pile for item in (batch[0], batch[2], batch[3]))
+    with pytest.raises(TypeError, match=r"^this pile accepts Message; got str$"):
+        getattr(pile, call)([Instruction(), replacement, "not an element"])
+    assert snapshot(pile) == before
+
+
+def test_a_strict_pile_rejects_a_subclass_without_changing() -> None:
+    plain = Message()
+    pile: Pile[Message] = Pile([plain], item_type={Message}, strict_type=True)
+    before = snapshot(pile)
+    with pytest.raises(TypeError, match=r"^this pile accepts Message; got Instruction$"):
+        pile.include([Message(), Instruction()])
+    with pytest.raises(TypeError, match=r"^this pile accepts Message; got Instruction$"):
+        pile.update(Instruction(id=plain.id))
+    with pytest.raises(TypeError, match=r"^this pile accepts Message; got System$"):
+        pile.replace(plain, System())
+    with pytest.raises(TypeError, match=r"^this pile accepts Message; got Instruction$"):
+        pile.insert(0, Instruction())
+    assert snapshot(pile) == before
+    assert pile[plain.id] is plain
+
+
+def test_rejected_values_leave_the_pile_as_it_was() -> None:
+    pile, items = constrained_pile()
+    before = snapshot(pile)
+    with pytest.raises(ValueError, match=f"{items[3].id} is already in the progression"):
+        pile.insert(1, items[3])
+    with pytest.raises(ValueError, match=f"{items[3].id} is already in the progression"):
+        pile.insert(0, Instruction(id=items[3].id))
+    missing = Instruction()
+    with pytest.raises(ValueError, match=f"{missing.id} is not in the pile"):
+        pile.replace(missing, Instruction())
+    with pytest.raises(ValueError, match=f"{items[4].id} is already in the pile"):
+        pile.replace(items[0], items[4])
+    with pytest.raises(ValueError, match="not a UUID"):
+        pile.exclude([items[0].id, "junk"])
+    with pytest.raises(TypeError, match="expected an element or elements, got str"):
+        pile.include("text")
+    assert snapshot(pile) == before
+
+
+# -- changing -------------------------------------------------------------------------------------
+
+
+def test_include_skips_present_ids_and_keeps_the_original_object() -> None:
+    a, b = Instruction(), Node()
+    pile: Pile[Any] = Pile([a])
+    assert pile.include(b) is True
+    assert pile.include(b) is False
+    twin = Instruction(id=a.id, content={"instruction": "twin"})
+    assert pile.include([twin]) is False
+    assert pile[a.id] is a
+    c = AssistantResponse()
+    assert pile.include({c.id: c, a.id: twin}) is True
+    assert pile.include([]) is False
+    assert pile.values() == [a, b, c]
+    assert pile[a.id] is a
+
+
+def test_update_replaces_in_place_and_appends_new_items() -> None:
+    a, b, c = Instruction(content={"instruction": "old"}), Node(), AssistantResponse()
+    pile: Pile[Any] = Pile([a, b, c])
+    new_a = Instruction(id=a.id, content={"instruction": "new"})
+    d = Node(content="d")
+    pile.update([new_a, d])
+    assert pile.keys() == [a.id, b.id, c.id, d.id]
+    assert pile[a.id] is new_a
+    assert pile[0] is new_a
+    assert pile[a.id].content.instruction == "new"
+    assert pile.index(a.id) == 0
+    assert pile[d.id] is d
+    new_c = AssistantResponse(id=c.id)
+    pile.update(new_c)
+    assert pile[2] is new_c
+    assert len(pile) == 4
+
+
+def test_update_with_different_class_same_id_keeps_position() -> None:
+    a, b = Node(content=1), Node(content=2)
+    pile: Pile[Any] = Pile([a, b])
+    other = Instruction(id=b.id)
+    pile.update(other)
+    assert pile.values() == [a, other]
+    assert type(pile[1]) is Instruction
+
+
+def test_insert_positions() -> None:
+    a, b = Node(content="a"), Node(content="b")
+    pile: Pile[Any] = Pile([a, b])
+    first, middle, last, negative, far = (Node(content=n) for n in ("first", "middle", "last", "neg", "far"))
+    pile.insert(0, first)
+    pile.insert(2, middle)
+    pile.insert(len(pile), last)
+    pile.insert(-1, negative)
+    pile.insert(100, far)
+    assert [item.content for item in pile] == ["first", "a", "middle", "b", "neg", "last", "far"]
+    assert [pile.index(item) for item in pile] == list(range(7))
+    assert pile[first.id] is first
+
+
+def test_replace_keeps_the_position() -> None:
+    a, b, c = Instruction(), AssistantResponse(), Node()
+    pile: Pile[Any] = Pile([a, b, c])
+    new = ActionRequest()
+    pile.replace(b, new)
+    assert pile.keys() == [a.id, new.id, c.id]
+    assert b not in pile
+    assert pile[new.id] is new
+    newer = Node()
+    pile.replace(str(a.id), newer)
+    assert pile.values() == [newer, new, c]
+    same_id = ActionRequest(id=new.id, content={"function": "f", "arguments": {}})
+    pile.replace(new.id, same_id)
+    assert pile.values() == [newer, same_id, c]
+    assert pile[1] is same_id
+    assert len(pile) == 3
+
+
+def test_exclude_by_element_id_string_and_iterable() -> None:
+    items = [Node(content=n) for n in range(6)]
+    pile: Pile[Any] = Pile(items)
+    assert pile.exclude(items[0]) is True
+    assert pile.exclude(items[0]) is False
+    assert pile.exclude(items[1].id) is True
+    assert pile.exclude(str(items[2].id)) is True
+    assert pile.exclude([items[3], str(items[4].id), uuid4()]) is True
+    assert pile.exclude([uuid4(), Node()]) is False
+    assert pile.exclude([]) is False
+    assert pile.values() == [items[5]]
+    assert list(pile.progression) == [items[5].id]
+    assert all(item not in pile for item in items[:5])
+
+
+def test_pop_with_and_without_default() -> None:
+    a, b, c = Instruction(), Node(), AssistantResponse()
+    pile: Pile[Any] = Pile([a, b, c])
+    assert pile.pop(b) is b
+    assert pile.keys() == [a.id, c.id]
+    assert pile.pop(str(c.id)) is c
+    assert pile.pop(a.id) is a
+    assert len(pile) == 0
+    pile.include(a)
+    before = snapshot(pile)
+    missing = uuid4()
+    with pytest.raises(KeyError) as raised:
+        pile.pop(missing)
+    assert raised.value.args == (f"{missing} is not in the pile",)
+    assert pile.pop(missing, None) is None
+    sentinel = object()
+    assert pile.pop(b, sentinel) is sentinel
+    assert snapshot(pile) == before
+
+
+def test_clear() -> None:
+    pile: Pile[Any] = Pile([Node(), Node()])
+    progression = pile.progression
+    pile.clear()
+    assert len(pile) == 0
+    assert list(progression) == []
+    pile.include(Node())
+    assert len(pile.progression) == 1
+
+
+def test_changes_keep_items_and_progression_in_step() -> None:
+    pile: Pile[Node] = Pile(item_type=Node)
+    model: list[Node] = []
+    for n in range(30):
+        node = Node(content=n)
+        if n % 3 == 0:
+            pile.insert(0, node)
+            model.insert(0, node)
+        else:
+            pile.include(node)
+            model.append(node)
+    for victim in model[5:20:2]:
+        pile.exclude(victim)
+    model = [node for node in model if node not in model[5:20:2]]
+    assert pile.values() == model
+    assert list(pile.progression) == [node.id for node in model]
+    assert [pile.index(node) for node in model] == list(range(len(model)))
+    assert [pile[i] for i in range(-len(model), len(model))] == model + model
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+
+def test_get_with_default() -> None:
+    a = Instruction()
+    pile: Pile[Any] = Pile([a])
+    assert pile.get(a) is a
+    assert pile.get(a.id) is a
+    assert pile.get(str(a.id)) is a
+    assert pile.get(uuid4()) is None
+    assert pile.get(uuid4(), "dflt") == "dflt"
+    assert pile.get("junk", "dflt") == "dflt"
+    assert pile.get(5, "dflt") == "dflt"
+
+
+def test_getitem_by_uuid_string_element_and_position() -> None:
+    a, b, c = Instruction(), Node(), AssistantResponse()
+    pile: Pile[Any] = Pile([a, b, c])
+    assert pile[a.id] is a
+    assert pile[str(b.id)] is b
+    assert pile[c] is c
+    assert [pile[0], pile[1], pile[2]] == [a, b, c]
+    assert [pile[-1], pile[-2], pile[-3]] == [c, b, a]
+    for bad in (3, -4):
+        with pytest.raises(IndexError, match="out of range"):
+            pile[bad]
+    missing = uuid4()
+    with pytest.raises(KeyError) as raised:
+        pile[missing]
+    assert raised.value.args == (f"{missing} is not in the pile",)
+    with pytest.raises(KeyError, match=str(missing)):
+        pile[str(missing)]
+    with pytest.raises(ValueError, match="not a UUID"):
+        pile["junk"]
+
+
+def test_slices_are_piles_with_the_same_constraint() -> None:
+    items: list[Any] = mixed_messages()
+    pile: Pile[Message] = Pile(items, item_type={Message})
+    part = pile[1:4]
+    assert type(part) is Pile
+    assert part.values() == items[1:4]
+    assert part.item_type == frozenset({Message})
+    assert part.strict_type is False
+    assert part.id != pile.id
+    assert pile[::-2].values() == items[::-2]
+    assert pile[10:].values() == []
+    part.exclude(items[1])
+    assert items[1] in pile  # a slice is a new pile
+    with pytest.raises(TypeError, match="this pile accepts Message; got Node"):
+        part.include(Node())
+    strict: Pile[Any] = Pile([Message(), Message()], item_type={Message}, strict_type=True)
+    assert strict[:1].strict_type is True
+    assert strict[:1].item_type == frozenset({Message})
+
+
+def test_keys_values_items_follow_the_progression() -> None:
+    a, b, c = Node(content="a"), Node(content="b"), Node(content="c")
+    pile: Pile[Any] = Pile([a, b, c], progression=[c.id, a.id, b.id])
+    pile.insert(0, d := Node(content="d"))
+    assert pile.keys() == [d.id, c.id, a.id, b.id]
+    assert pile.values() == [d, c, a, b]
+    assert pile.items() == [(d.id, d), (c.id, c), (a.id, a), (b.id, b)]
+    assert list(pile) == [d, c, a, b]
+    assert pile.index(a) == 2
+    assert pile.index(str(b.id)) == 3
+    with pytest.raises(ValueError, match="not in the progression"):
+        pile.index(uuid4())
+
+
+@pytest.mark.parametrize("junk", [5, None, "junk", "", [], 1.5, True, object()])
+def test_contains_is_false_for_junk(junk: Any) -> None:
+    assert (junk in Pile([Node()])) is False
+
+
+def test_contains_and_len_and_bool() -> None:
+    a = Instruction()
+    pile: Pile[Any] = Pile([a])
+    assert a in pile
+    assert a.id in pile
+    assert str(a.id) in pile
+    assert Message(id=a.id) in pile
+    assert Instruction() not in pile
+    assert uuid4() not in pile
+    assert (len(pile), bool(pile)) == (1, True)
+    pile.exclude(a)
+    assert (len(pile), bool(pile)) == (0, False)
+
+
+def test_filter_by_type_strict_and_not() -> None:
+    items: list[Any] = [*mixed_messages(), Node(), Message()]
+    pile: Pile[Element] = Pile(items)
+    only_messages = pile.filter_by_type(Message)
+    assert only_messages.values() == [items[5], items[7]]
+    assert only_messages.item_type == frozenset({Message})
+    assert only_messages.strict_type is True
+    all_messages = pile.filter_by_type(Message, strict=False)
+    assert all_messages.values() == [*items[:6], items[7]]
+    assert all_messages.strict_type is False
+    nodes = pile.filter_by_type(Node, strict=False)
+    assert nodes.values() == items
+    assert pile.filter_by_type(Node).values() == [items[6]]
+    actions = pile.filter_by_type([ActionRequest, ActionResponse])
+    assert actions.values() == [items[3], items[4]]
+    assert actions.item_type == frozenset({ActionRequest, ActionResponse})
+    assert pile.filter_by_type(System, strict=False).values() == [items[0]]
+    assert pile.filter_by_type(Element).values() == []
+    actions.exclude(items[3])
+    assert items[3] in pile  # a new pile
+    with pytest.raises(TypeError, match="got Instruction"):
+        actions.include(Instruction())
+
+
+def test_progression_property_is_live() -> None:
+    pile: Pile[Any] = Pile([Node()])
+    progression = pile.progression
+    assert pile.progression is progression
+    node = Node()
+    pile.include(node)
+    assert progression[-1] == node.id
+
+
+# -- records --------------------------------------------------------------------------------------
+
+
+def mixed_pile() -> tuple[Pile[Element], list[Element]]:
+    items: list[Element] = [*mixed_messages(), Node(content={"n": 1}, embedding=[0.5])]
+    pile: Pile[Element] = Pile(items, item_type={Message, Node}, metadata={"owner": "test"})
+    pile.insert(0, first := Instruction(content={"instruction": "first"}))
+    return pile, [first, *items]
+
+
+def test_to_dict_carries_items_order_and_constraint() -> None:
+    pile, items = mixed_pile()
+    record = pile.to_dict()
+    assert set(record) == {"id", "created_at", "metadata", "strict_type", "collections", "progression", "item_type"}
+    assert record["id"] == str(pile.id)
+    assert record["metadata"] == {"owner": "test", "lion_class": "Pile"}
+    assert record["strict_type"] is False
+    assert record["item_type"] == ["Message", "Node"]
+    assert record["collections"] == [item.to_dict() for item in items]
+    assert [item["metadata"]["lion_class"] for item in record["collections"]] == [
+        "Instruction",
+        "System",
+        "Instruction",
+        "AssistantResponse",
+        "ActionRequest",
+        "ActionResponse",
+        "Message",
+        "Node",
+    ]
+    assert [item.get("role") for item in record["collections"]] == [
+        "user",
+        "system",
+        "user",
+        "assistant",
+        "action",
+        "action",
+        "unset",
+        None,
+    ]
+    assert record["progression"]["order"] == [str(item.id) for item in items]
+    assert record["progression"]["metadata"] == {"lion_class": "Progression"}
+    assert json.loads(pile.to_json()) == record
+    python = pile.to_dict(mode="python")
+    assert python["progression"]["order"] == [item.id for item in items]
+    assert python["collections"][0]["id"] == items[0].id
+
+
+@pytest.mark.parametrize("via", ["dict", "json", "python"])
+def test_from_dict_rebuilds_classes_ids_order_and_constraint(via: str) -> None:
+    pile, items = mixed_pile()
+    loaded: Pile[Any] = {
+        "dict": lambda: Pile.from_dict(pile.to_dict()),
+        "json": lambda: Pile.from_json(pile.to_json()),
+        "python": lambda: Pile.from_dict(pile.to_dict(mode="python")),
+    }[via]()
+    assert type(loaded) is Pile
+    assert (loaded.id, loaded.created_at, loaded.metadata) == (pile.id, pile.created_at, {"owner": "test"})
+    assert loaded.keys() == [item.id for item in items]
+    assert [fields_of(item) for item in loaded] == [fields_of(item) for item in items]
+    assert loaded.item_type == frozenset({Message, Node})
+    assert loaded.strict_type is False
+    assert loaded.progression.id == pile.progression.id
+    assert loaded.progression == pile.progression
+    assert loaded.to_dict() == pile.to_dict()
+    with pytest.raises(TypeError, match="got Element"):
+        loaded.include(Element())
+
+
+def test_round_trip_of_rich_messages() -> None:
+    messages = rich_messages()
+    pile: Pile[Any] = Pile(messages, item_type=Message)
+    loaded: Pile[Any] = Pile.from_json(pile.to_json())
+    assert [fields_of(item) for item in loaded] == [fields_of(item) for item in messages]
+    assert loaded.item_type == frozenset({Message})
+
+
+def test_round_trip_of_strict_and_unconstrained_piles() -> None:
+    strict: Pile[Any] = Pile([Instruction(), System()], item_type=[Instruction, System], strict_type=True)
+    record = strict.to_dict()
+    assert record["item_type"] == ["Instruction", "System"]
+    assert record["strict_type"] is True
+    loaded: Pile[Any] = Pile.from_dict(record)
+    assert loaded.item_type == frozenset({Instruction, System})
+    assert loaded.strict_type is True
+    assert [type(item) for item in loaded] == [Instruction, System]
+    free: Pile[Any] = Pile([Node(), Instruction(), Element()])
+    assert free.to_dict()["item_type"] is None
+    loaded_free: Pile[Any] = Pile.from_dict(free.to_dict())
+    assert loaded_free.item_type is None
+    assert [type(item) for item in loaded_free] == [Node, Instruction, Element]
+    empty: Pile[Any] = Pile.from_dict(Pile().to_dict())
+    assert (len(empty), empty.item_type) == (0, None)
+
+
+def test_from_dict_follows_the_recorded_progression() -> None:
+    a, b, c = Node(content="a"), Instruction(), Node(content="c")
+    record = Pile([a, b, c]).to_dict()
+    record["progression"]["order"] = [str(c.id), str(a.id), str(b.id)]
+    assert Pile.from_dict(record).keys() == [c.id, a.id, b.id]
+
+
+def test_record_naming_an_unknown_item_class() -> None:
+    record = Pile([Instruction()], item_type={Message}).to_dict()
+    record["item_type"] = ["Message", "NoSuchClass"]
+    with pytest.raises(ValidationError, match=r"unknown item class\(es\) \['NoSuchClass'\]") as raised:
+        Pile.from_dict(record)
+    assert raised.value.errors()[0]["loc"] == ("item_type",)
+
+
+@pytest.mark.parametrize("bad", ["Message", [1], {"Message": True}])
+def test_record_with_a_malformed_item_type(bad: Any) -> None:
+    record = Pile().to_dict()
+    record["item_type"] = bad
+    with pytest.raises(ValidationError, match="item_type must be a list of class names or null"):
+        Pile.from_dict(record)
+
+
+def test_record_with_an_item_outside_the_constraint() -> None:
+    record = Pile([Instruction(), Node()]).to_dict()
+    record["item_type"] = ["Message"]
+    with pytest.raises(ValidationError, match="lion_class 'Node' does not name Message or a subclass of it"):
+        Pile.from_dict(record)
+    record["item_type"] = ["Instruction"]
+    with pytest.raises(ValidationError, match="lion_class 'Node' does not name Instruction"):
+        Pile.from_dict(record)
+
+
+def test_strict_record_with_a_subclass_item() -> None:
+    record = Pile([Message(), Instruction()], item_type={Message}).to_dict()
+    record["strict_type"] = True
+    with pytest.raises(TypeError, match=r"^this pile accepts Message; got Instruction$"):
+        Pile.from_dict(record)
+
+
+def test_record_with_mismatched_progression() -> None:
+    a, b = Node(), Node()
+    record = Pile([a, b]).to_dict()
+    record["progression"]["order"] = [str(a.id)]
+    with pytest.raises(ValidationError, match="the progression does not list exactly the pile's items"):
+        Pile.from_dict(record)
+    record["progression"]["order"] = [str(a.id), str(b.id), str(a.id)]
+    with pytest.raises(ValidationError, match="each id once"):
+        Pile.from_dict(record)
+
+
+def test_record_with_duplicate_items() -> None:
+    a = Node()
+    record = Pile([a]).to_dict()
+    record["collections"] = [a.to_dict(), a.to_dict()]
+    record["progression"]["order"] = [str(a.id)]
+    with pytest.raises(ValidationError, match=f"{a.id} appears twice in the collection"):
+        Pile.from_dict(record)
+
+
+def test_record_with_malformed_collections() -> None:
+    record = Pile([Node()]).to_dict()
+    record["collections"] = {"not": "a list"}
+    with pytest.raises(ValidationError, match="collections must be a list of records"):
+        Pile.from_dict(record)
+    record["collections"] = ["not a mapping"]
+    with pytest.raises(TypeError, match="a pile item record must be a mapping, got str"):
+        Pile.from_dict(record)
+
+
+# -- the async lock -------------------------------------------------------------------------------
+
+
+def test_async_with_holds_the_lock() -> None:
+    pile: Pile[Any] = Pile([Node()])
+
+    async def main() -> None:
+        lock = pile.lock
+        assert pile.lock is lock
+        assert not lock.locked()
+        async with pile as entered:
+            assert entered is pile
+            assert lock.locked()
+            assert pile.lock is lock
+        assert not lock.locked()
+
+    asyncio.run(main())
+
+
+def test_the_lock_is_released_when_the_body_raises() -> None:
+    pile: Pile[Any] = Pile()
+
+    async def failing_body() -> None:
+        async with pile:
+            assert pile.lock.locked()
+            raise RuntimeError("boom")
+
+    async def main() -> None:
+        with pytest.raises(RuntimeError, match="boom"):
+            await failing_body()
+        assert not pile.lock.locked()
+        async with pile:  # and can be taken again
+            assert pile.lock.locked()
+
+    asyncio.run(main())
+
+
+def test_contending_tasks_are_serialized() -> None:
+    pile: Pile[Node] = Pile(item_type=Node)
+    events: list[str] = []
+
+    async def worker(name: str, entered: asyncio.Event | None) -> None:
+        async with pile:
+            events.append(f"{name} in")
+            if entered is not None:
+                entered.set()
+            for _ in range(5):
+                await asyncio.sleep(0)
+            pile.include(Node(content=name))
+            events.append(f"{name} out")
+
+    async def main() -> None:
+        entered = asyncio.Event()
+        first = asyncio.create_task(worker("a", entered))
+        await entered.wait()
+        second = asyncio.create_task(worker("b", None))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert events == ["a in"]  # b is waiting for the lock
+        assert pile.lock.locked()
+        await asyncio.gather(first, second)
+        assert not pile.lock.locked()
+
+    asyncio.run(main())
+    assert events == ["a in", "a out", "b in", "b out"]
+    assert [node.content for node in pile] == ["a", "b"]
+
+
+def test_many_contending_tasks_lose_nothing() -> None:
+    pile: Pile[Node] = Pile(item_type=Node)
+    inside: list[int] = []
+
+    async def add(n: int) -> None:
+        async with pile:
+            inside.append(n)
+            assert len(inside) == 1
+            await asyncio.sleep(0)
+            pile.include(Node(content=n))
+            inside.pop()
+
+    async def main() -> None:
+        await asyncio.gather(*(add(n) for n in range(50)))
+
+    asyncio.run(main())
+    assert sorted(node.content for node in pile) == list(range(50))
+
+
+def test_a_pile_works_from_successive_event_loops() -> None:
+    pile: Pile[Node] = Pile(item_type=Node)
+    locks: list[asyncio.Lock] = []
+
+    async def use(n: int) -> None:
+        async def add() -> None:
+            async with pile:
+                await asyncio.sleep(0)
+                pile.include(Node(content=n))
+
+        await asyncio.gather(add(), add())
+        locks.append(pile.lock)
+        assert not pile.lock.locked()
+
+    asyncio.run(use(1))
+    asyncio.run(use(2))
+    asyncio.run(use(3))
+    assert [node.content for node in pile] == [1, 1, 2, 2, 3, 3]
+    assert locks[0] is not locks[1]
+    assert locks[1] is not locks[2]
+
+
+def test_the_lock_needs_a_running_loop() -> None:
+    with pytest.raises(RuntimeError, match="no running event loop"):
+        Pile().lock  # noqa: B018
+
+
+def test_ids_in_the_pile_are_uuids() -> None:
+    pile: Pile[Any] = Pile([Node()], progression=None)
+    keys = pile.keys()
+    assert all(type(ident) is UUID for ident in keys)

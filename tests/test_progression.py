@@ -1,0 +1,703 @@
+"""Progression (ADR-0006 D3): an ordered set of UUIDs. Construction, every reading and changing method,
+records, and a stateful differential test against a plain list that drives the head-room (prepend) and
+gap/compaction (middle removal) paths of the storage."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from uuid import UUID
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from pydantic import ValidationError
+
+from lionmsg import Element, Instruction, Node, Progression
+
+
+def uid(n: int) -> UUID:
+    """A readable, deterministic id."""
+    return UUID(int=n)
+
+
+def ids(*ns: int) -> list[UUID]:
+    return [uid(n) for n in ns]
+
+
+def assert_matches(p: Progression, model: list[UUID]) -> None:
+    """Every reading method of `p` agrees with the list `model`."""
+    assert list(p) == model
+    assert list(reversed(p)) == model[::-1]
+    assert p.order == model
+    assert len(p) == len(model)
+    assert bool(p) is bool(model)
+    for position, ident in enumerate(model):
+        assert p.index(ident) == position
+        assert ident in p
+        assert str(ident) in p
+    for position in range(-len(model), len(model)):
+        assert p[position] == model[position]
+    assert p[:] == model
+
+
+# -- construction ---------------------------------------------------------------------------------
+
+
+def test_empty_progression() -> None:
+    p = Progression()
+    assert list(p) == []
+    assert len(p) == 0
+    assert not p
+    assert p.name is None
+    assert p.order == []
+    assert isinstance(p, Element)
+
+
+@pytest.mark.parametrize("kind", ["uuids", "strings", "elements", "mixed", "tuple", "generator"])
+def test_construction_from_ids_strings_and_elements(kind: str) -> None:
+    nodes = [Node(content=n) for n in range(4)]
+    expected = [node.id for node in nodes]
+    order: Any = {
+        "uuids": expected,
+        "strings": [str(ident) for ident in expected],
+        "elements": nodes,
+        "mixed": [nodes[0], str(nodes[1].id), nodes[2].id, nodes[3]],
+        "tuple": tuple(expected),
+        "generator": (ident for ident in expected),
+    }[kind]
+    p = Progression(order=order, name="history")
+    assert_matches(p, expected)
+    assert p.name == "history"
+    assert all(type(ident) is UUID for ident in p)
+
+
+def test_positional_order_argument() -> None:
+    assert list(Progression(ids(3, 1, 2))) == ids(3, 1, 2)
+
+
+@pytest.mark.parametrize("single", ["uuid", "string", "element"])
+def test_a_single_reference_is_one_id(single: str) -> None:
+    element = Instruction()
+    ref = {"uuid": element.id, "string": str(element.id), "element": element}[single]
+    assert list(Progression(order=ref)) == [element.id]
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        ids(1, 2, 1),
+        [uid(1), str(uid(1))],
+        [Node(id=uid(7)), uid(7)],
+    ],
+    ids=["uuids", "uuid-and-string", "element-and-uuid"],
+)
+def test_duplicates_are_rejected(order: list[Any]) -> None:
+    with pytest.raises(ValueError, match="each id once"):
+        Progression(order=order)
+
+
+@pytest.mark.parametrize("order", ["not-a-uuid", ["x"], [str(uid(1)), "1234"]])
+def test_bad_uuid_strings_are_a_value_error(order: Any) -> None:
+    with pytest.raises(ValueError, match="not a UUID"):
+        Progression(order=order)
+
+
+@pytest.mark.parametrize("order", [5, 3.5, [5], [None], [uid(1), object()], [b"bytes"]])
+def test_wrong_types_are_a_type_error(order: Any) -> None:
+    with pytest.raises(TypeError, match="expected a UUID, a UUID string or an element"):
+        Progression(order=order)
+
+
+# -- adding ---------------------------------------------------------------------------------------
+
+
+def test_include_appends_new_ids_once_and_reports_whether_anything_was_added() -> None:
+    p = Progression(ids(1, 2))
+    assert p.include(uid(3)) is True
+    assert p.include(uid(3)) is False
+    assert p.include(str(uid(1))) is False
+    assert p.include([uid(2), uid(4), uid(4), str(uid(5))]) is True
+    assert p.include(ids(1, 2, 3, 4, 5)) is False
+    assert p.include([]) is False
+    node = Node()
+    assert p.include(node) is True
+    assert_matches(p, [*ids(1, 2, 3, 4, 5), node.id])
+
+
+def test_include_with_a_bad_reference_adds_nothing() -> None:
+    p = Progression(ids(1, 2))
+    with pytest.raises(ValueError, match="not a UUID"):
+        p.include([uid(3), "bad"])
+    with pytest.raises(TypeError):
+        p.include([uid(3), 42])
+    assert_matches(p, ids(1, 2))
+
+
+def test_append_adds_at_the_end_and_rejects_a_present_id() -> None:
+    p = Progression(ids(1))
+    p.append(uid(2))
+    p.append(str(uid(3)))
+    node = Node()
+    p.append(node)
+    assert_matches(p, [*ids(1, 2, 3), node.id])
+    with pytest.raises(ValueError, match="already in the progression"):
+        p.append(uid(2))
+    with pytest.raises(ValueError, match="already in the progression"):
+        p.append(node)
+    assert_matches(p, [*ids(1, 2, 3), node.id])
+
+
+@pytest.mark.parametrize("index", [0, 1, 2, 3, 4, 5, 100, -1, -2, -3, -4, -5, -100])
+def test_insert_positions_match_list_insert(index: int) -> None:
+    p = Progression(ids(1, 2, 3, 4))
+    model = ids(1, 2, 3, 4)
+    p.insert(index, uid(99))
+    model.insert(index, uid(99))
+    assert_matches(p, model)
+
+
+def test_insert_at_front_middle_and_end() -> None:
+    p = Progression(ids(2, 4))
+    p.insert(0, uid(1))
+    p.insert(2, uid(3))
+    p.insert(len(p), uid(5))
+    p.insert(0, str(uid(0)))
+    assert_matches(p, ids(0, 1, 2, 3, 4, 5))
+
+
+def test_insert_into_an_empty_progression() -> None:
+    for index in (0, 5, -5):
+        p = Progression()
+        p.insert(index, uid(1))
+        assert_matches(p, ids(1))
+
+
+def test_insert_of_a_present_id_changes_nothing() -> None:
+    p = Progression(ids(1, 2, 3))
+    for index in (0, 1, 3, -1):
+        with pytest.raises(ValueError, match="already in the progression"):
+            p.insert(index, uid(2))
+    assert_matches(p, ids(1, 2, 3))
+
+
+def test_many_prepends_keep_order_and_positions() -> None:
+    p = Progression(ids(1000))
+    model = ids(1000)
+    for n in range(200):
+        p.insert(0, uid(n))
+        model.insert(0, uid(n))
+    assert_matches(p, model)
+    p.append(uid(5000))
+    model.append(uid(5000))
+    assert_matches(p, model)
+
+
+# -- replacing ------------------------------------------------------------------------------------
+
+
+def test_replace_swaps_in_place() -> None:
+    p = Progression(ids(1, 2, 3))
+    p.replace(uid(2), uid(20))
+    assert_matches(p, ids(1, 20, 3))
+    p.replace(str(uid(1)), Node(id=uid(10)))
+    assert_matches(p, ids(10, 20, 3))
+    p.replace(uid(3), str(uid(30)))
+    assert_matches(p, ids(10, 20, 30))
+    assert uid(2) not in p
+
+
+def test_replace_errors_change_nothing() -> None:
+    p = Progression(ids(1, 2, 3))
+    with pytest.raises(ValueError, match=f"{uid(9)} is not in the progression"):
+        p.replace(uid(9), uid(10))
+    with pytest.raises(ValueError, match=f"{uid(3)} is already in the progression"):
+        p.replace(uid(1), uid(3))
+    with pytest.raises(ValueError, match="not in the progression"):
+        p.replace(uid(9), uid(9))
+    with pytest.raises(ValueError, match="not a UUID"):
+        p.replace(uid(1), "bad")
+    assert_matches(p, ids(1, 2, 3))
+
+
+def test_replace_with_itself_is_a_no_op() -> None:
+    p = Progression(ids(1, 2, 3))
+    p.replace(uid(2), uid(2))
+    p.replace(str(uid(1)), Node(id=uid(1)))
+    assert_matches(p, ids(1, 2, 3))
+
+
+def test_replace_after_prepends_and_gaps() -> None:
+    p = Progression(ids(1, 2, 3, 4, 5, 6, 7, 8))
+    p.insert(0, uid(0))
+    p.exclude(uid(4))
+    p.replace(uid(5), uid(50))
+    p.replace(uid(0), uid(100))
+    assert_matches(p, ids(100, 1, 2, 3, 50, 6, 7, 8))
+
+
+# -- removing -------------------------------------------------------------------------------------
+
+
+def test_exclude_removes_present_ids_and_reports_whether_anything_was_removed() -> None:
+    node = Node()
+    p = Progression([*ids(1, 2, 3, 4, 5), node])
+    assert p.exclude(uid(3)) is True
+    assert p.exclude(uid(3)) is False
+    assert p.exclude([str(uid(1)), uid(99)]) is True
+    assert p.exclude([uid(99), uid(98)]) is False
+    assert p.exclude(node) is True
+    assert p.exclude([]) is False
+    assert_matches(p, ids(2, 4, 5))
+
+
+def test_exclude_with_a_bad_reference_removes_nothing() -> None:
+    p = Progression(ids(1, 2, 3))
+    with pytest.raises(ValueError, match="not a UUID"):
+        p.exclude([uid(1), "bad"])
+    with pytest.raises(TypeError):
+        p.exclude([uid(2), 3.0])
+    assert_matches(p, ids(1, 2, 3))
+
+
+def test_remove_one_id() -> None:
+    p = Progression(ids(1, 2, 3))
+    p.remove(uid(2))
+    assert_matches(p, ids(1, 3))
+    with pytest.raises(ValueError, match=f"{uid(2)} is not in the progression"):
+        p.remove(uid(2))
+    p.remove(str(uid(3)))
+    p.remove(Node(id=uid(1)))
+    assert_matches(p, [])
+
+
+def test_pop_by_position() -> None:
+    p = Progression(ids(1, 2, 3, 4, 5))
+    assert p.pop() == uid(5)
+    assert p.pop(0) == uid(1)
+    assert p.pop(1) == uid(3)
+    assert p.pop(-2) == uid(2)
+    assert_matches(p, ids(4))
+    with pytest.raises(IndexError, match="out of range"):
+        p.pop(1)
+    with pytest.raises(IndexError, match="out of range"):
+        p.pop(-2)
+    assert_matches(p, ids(4))
+    assert p.pop() == uid(4)
+    with pytest.raises(IndexError, match="out of range for 0 ids"):
+        p.pop()
+
+
+def test_popleft() -> None:
+    p = Progression(ids(1, 2, 3))
+    assert p.popleft() == uid(1)
+    assert_matches(p, ids(2, 3))
+    assert p.popleft() == uid(2)
+    assert p.popleft() == uid(3)
+    assert_matches(p, [])
+    with pytest.raises(IndexError, match="popleft from an empty progression"):
+        p.popleft()
+
+
+def test_clear_and_reuse() -> None:
+    p = Progression(ids(1, 2, 3), name="n")
+    p.insert(0, uid(0))
+    p.exclude(uid(2))
+    p.clear()
+    assert_matches(p, [])
+    assert p.name == "n"
+    p.insert(0, uid(5))
+    p.append(uid(6))
+    p.insert(1, uid(7))
+    assert_matches(p, ids(5, 7, 6))
+
+
+def test_middle_removals_then_positions_and_growth() -> None:
+    model = ids(*range(40))
+    p = Progression(model)
+    for n in (5, 7, 9, 11, 20, 21, 30, 38):
+        p.exclude(uid(n))
+        model.remove(uid(n))
+        assert_matches(p, model)
+    for n in range(12, 19):  # enough middle removals to pass the compaction threshold
+        p.remove(uid(n))
+        model.remove(uid(n))
+        assert_matches(p, model)
+    for n in range(100, 110):
+        p.insert(3, uid(n))
+        model.insert(3, uid(n))
+        p.append(uid(n + 100))
+        model.append(uid(n + 100))
+        assert_matches(p, model)
+
+
+def test_removals_at_both_ends_after_prepends_and_gaps() -> None:
+    model = ids(*range(20))
+    p = Progression(model)
+    for n in range(100, 110):
+        p.insert(0, uid(n))
+        model.insert(0, uid(n))
+    for n in (3, 5, 7, 12, 14):  # middle gaps
+        p.remove(uid(n))
+        model.remove(uid(n))
+    while model:
+        assert p.popleft() == model.pop(0)
+        assert_matches(p, model)
+        if model:
+            assert p.pop() == model.pop()
+            assert_matches(p, model)
+
+
+def test_storage_reuses_head_room_and_compacts_gaps() -> None:
+    """White-box check that the documented storage paths are the ones the scenarios above take."""
+    p = Progression(ids(*range(10)))
+    storage = p._ids
+    p.insert(0, uid(100))
+    assert storage._head > 0  # head room was made
+    head = storage._head
+    p.insert(0, uid(101))
+    assert storage._head == head - 1  # and reused
+    p.remove(uid(4))
+    assert storage._gaps  # a middle removal leaves a gap
+    for n in (1, 2, 3, 5):
+        p.remove(uid(n))
+    assert storage._head == 0  # five gaps against seven ids: compacted, which also gives up head room
+    assert storage._gaps == []
+    for n in (6, 7):
+        p.remove(uid(n))
+    assert len(storage._gaps) == 2
+    assert_matches(p, ids(101, 100, 0, 8, 9))
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+
+def test_index_and_its_errors() -> None:
+    node = Node(id=uid(2))
+    p = Progression(ids(1, 2, 3))
+    assert p.index(uid(3)) == 2
+    assert p.index(str(uid(1))) == 0
+    assert p.index(node) == 1
+    with pytest.raises(ValueError, match=f"{uid(9)} is not in the progression"):
+        p.index(uid(9))
+    with pytest.raises(ValueError, match="not a UUID"):
+        p.index("junk")
+    with pytest.raises(TypeError):
+        p.index(1)
+
+
+@pytest.mark.parametrize("junk", [5, None, "junk", "", [], {}, 1.5, b"x", True, object(), [uid(1)]])
+def test_contains_is_false_for_junk(junk: Any) -> None:
+    assert (junk in Progression(ids(1, 2))) is False
+
+
+def test_contains_by_uuid_string_and_element() -> None:
+    p = Progression(ids(1, 2))
+    assert uid(1) in p
+    assert str(uid(2)) in p
+    assert str(uid(2)).upper() in p
+    assert Node(id=uid(1)) in p
+    assert uid(3) not in p
+    assert Node() not in p
+
+
+def test_getitem_by_position() -> None:
+    p = Progression(ids(1, 2, 3))
+    assert [p[0], p[1], p[2]] == ids(1, 2, 3)
+    assert [p[-1], p[-2], p[-3]] == ids(3, 2, 1)
+    for bad in (3, -4, 100, -100):
+        with pytest.raises(IndexError, match=f"progression index {bad} out of range for 3 ids"):
+            p[bad]
+
+
+def test_slices_return_lists_of_ids() -> None:
+    p = Progression(ids(1, 2, 3, 4, 5))
+    model = ids(1, 2, 3, 4, 5)
+    for window in (slice(1, 3), slice(None, None, 2), slice(None, None, -1), slice(-2, None), slice(4, 1, -1)):
+        assert p[window] == model[window]
+        assert type(p[window]) is list
+    assert p[10:20] == []
+
+
+def test_iteration_and_reversal() -> None:
+    p = Progression(ids(3, 1, 2))
+    assert list(iter(p)) == ids(3, 1, 2)
+    assert list(reversed(p)) == ids(2, 1, 3)
+    seen = []
+    for ident in p:
+        seen.append(ident)
+    assert seen == ids(3, 1, 2)
+
+
+def test_len_and_bool() -> None:
+    p = Progression()
+    assert (len(p), bool(p)) == (0, False)
+    p.append(uid(1))
+    assert (len(p), bool(p)) == (1, True)
+    p.pop()
+    assert (len(p), bool(p)) == (0, False)
+
+
+def test_equality_is_by_name_and_order_not_id() -> None:
+    a = Progression(ids(1, 2), name="main")
+    b = Progression(ids(1, 2), name="main")
+    assert a.id != b.id
+    assert a == b
+    assert Progression() == Progression()
+    assert a != Progression(ids(2, 1), name="main")
+    assert a != Progression(ids(1, 2), name="other")
+    assert a != Progression(ids(1, 2))
+    assert a != Progression(ids(1, 2, 3), name="main")
+    assert a != ids(1, 2)
+    assert (a == ids(1, 2)) is False
+    b.append(uid(3))
+    assert a != b
+    b.remove(uid(3))
+    assert a == b
+
+
+def test_progressions_are_unhashable() -> None:
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(Progression())
+    with pytest.raises(TypeError, match="unhashable"):
+        {Progression(ids(1))}
+
+
+# -- records --------------------------------------------------------------------------------------
+
+
+def test_to_dict_carries_order_as_strings_and_name() -> None:
+    p = Progression(ids(2, 1), name="view")
+    record = p.to_dict()
+    assert record["order"] == [str(uid(2)), str(uid(1))]
+    assert record["name"] == "view"
+    assert record["id"] == str(p.id)
+    assert record["created_at"] == p.created_at
+    assert record["metadata"] == {"lion_class": "Progression"}
+    assert set(record) == {"id", "created_at", "metadata", "name", "order"}
+    python = p.to_dict(mode="python")
+    assert python["order"] == ids(2, 1)
+    assert json.loads(p.to_json()) == record
+
+
+def test_from_dict_and_from_json_round_trip() -> None:
+    p = Progression(ids(5, 3, 9), name="view", metadata={"k": [1]})
+    p.insert(0, uid(1))
+    p.remove(uid(3))
+    for loaded in (
+        Progression.from_dict(p.to_dict()),
+        Progression.from_json(p.to_json()),
+        Progression.from_dict(p.to_dict(mode="python")),
+    ):
+        assert type(loaded) is Progression
+        assert loaded == p
+        assert list(loaded) == ids(1, 5, 9)
+        assert (loaded.id, loaded.created_at, loaded.name, loaded.metadata) == (p.id, p.created_at, "view", {"k": [1]})
+        loaded.append(uid(2))  # the loaded storage is live and independent
+        assert list(loaded) == ids(1, 5, 9, 2)
+        assert list(p) == ids(1, 5, 9)
+
+
+def test_empty_round_trip() -> None:
+    p = Progression()
+    loaded = Progression.from_dict(p.to_dict())
+    assert list(loaded) == []
+    assert loaded.name is None
+    assert loaded.id == p.id
+
+
+def test_from_dict_with_duplicate_order_is_rejected() -> None:
+    record = Progression(ids(1, 2)).to_dict()
+    record["order"] = [str(uid(1)), str(uid(2)), str(uid(1))]
+    with pytest.raises(ValidationError, match="each id once"):
+        Progression.from_dict(record)
+
+
+def test_from_dict_with_a_bad_id_in_order_is_rejected() -> None:
+    record = Progression(ids(1)).to_dict()
+    record["order"] = [str(uid(1)), "nope"]
+    with pytest.raises(ValidationError, match="not a UUID"):
+        Progression.from_dict(record)
+
+
+def test_from_dict_requires_identity_fields() -> None:
+    record = Progression(ids(1)).to_dict()
+    del record["id"]
+    with pytest.raises(ValidationError, match="id"):
+        Progression.from_dict(record)
+
+
+# -- the stateful differential test ---------------------------------------------------------------
+
+
+class ProgressionMachine(RuleBasedStateMachine):
+    """Drives a Progression and a list model with the same operations. Prepends and middle removals get
+    several rules each (and batches), so head room, gaps and compaction are exercised heavily."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.p = Progression()
+        self.model: list[UUID] = []
+        self.counter = 0
+        self.gone: list[UUID] = []  # ids that were present once
+
+    def fresh(self) -> UUID:
+        self.counter += 1
+        return uid(self.counter)
+
+    def drop(self, ident: UUID) -> None:
+        self.model.remove(ident)
+        self.gone.append(ident)
+
+    # adding
+
+    @rule(count=st.integers(1, 4))
+    def append(self, count: int) -> None:
+        for _ in range(count):
+            ident = self.fresh()
+            self.p.append(ident)
+            self.model.append(ident)
+
+    @rule(new=st.integers(0, 3), data=st.data())
+    def include(self, new: int, data: st.DataObject) -> None:
+        refs = [self.fresh() for _ in range(new)]
+        if self.model:
+            refs += data.draw(st.lists(st.sampled_from(self.model), max_size=3))
+        if self.gone:
+            refs += data.draw(st.lists(st.sampled_from(self.gone), max_size=2))
+        refs = data.draw(st.permutations(refs))
+        expected = any(ref not in self.model for ref in refs)
+        for ref in refs:
+            if ref not in self.model:
+                self.model.append(ref)
+                if ref in self.gone:
+                    self.gone.remove(ref)
+        assert self.p.include(refs) is expected
+
+    @rule(count=st.integers(1, 12))
+    def prepend(self, count: int) -> None:
+        for _ in range(count):
+            ident = self.fresh()
+            self.p.insert(0, ident)
+            self.model.insert(0, ident)
+
+    @rule(count=st.integers(1, 3))
+    def prepend_again(self, count: int) -> None:
+        self.prepend(count)
+
+    @rule(data=st.data())
+    def insert(self, data: st.DataObject) -> None:
+        size = len(self.model)
+        index = data.draw(st.integers(-size - 3, size + 3), label="index")
+        ident = self.fresh()
+        self.p.insert(index, ident)
+        self.model.insert(index, ident)
+
+    # replacing
+
+    @rule(data=st.data(), itself=st.booleans())
+    @precondition(lambda self: self.model)
+    def replace(self, data: st.DataObject, itself: bool) -> None:
+        old = data.draw(st.sampled_from(self.model), label="old")
+        new = old if itself else self.fresh()
+        self.p.replace(old, new)
+        self.model[self.model.index(old)] = new
+        if not itself:
+            self.gone.append(old)
+
+    # removing
+
+    @rule(data=st.data())
+    @precondition(lambda self: len(self.model) >= 3)
+    def exclude_middle(self, data: st.DataObject) -> None:
+        middle = self.model[1:-1]
+        chosen = data.draw(st.lists(st.sampled_from(middle), min_size=1, max_size=6, unique=True), label="chosen")
+        assert self.p.exclude(chosen) is True
+        for ident in chosen:
+            self.drop(ident)
+
+    @rule(data=st.data())
+    @precondition(lambda self: len(self.model) >= 3)
+    def remove_middle(self, data: st.DataObject) -> None:
+        ident = data.draw(st.sampled_from(self.model[1:-1]), label="ident")
+        self.p.remove(str(ident))
+        self.drop(ident)
+
+    @rule(data=st.data())
+    @precondition(lambda self: self.model)
+    def exclude_any(self, data: st.DataObject) -> None:
+        chosen = data.draw(st.lists(st.sampled_from(self.model), min_size=1, max_size=3, unique=True))
+        extra = [self.fresh()]  # absent ids are skipped
+        assert self.p.exclude(chosen + extra) is True
+        for ident in chosen:
+            self.drop(ident)
+
+    @rule(data=st.data())
+    @precondition(lambda self: self.model)
+    def pop(self, data: st.DataObject) -> None:
+        index = data.draw(st.integers(-len(self.model), len(self.model) - 1), label="index")
+        expected = self.model[index]
+        assert self.p.pop(index) == expected
+        self.drop(expected)
+
+    @rule()
+    @precondition(lambda self: self.model)
+    def pop_last(self) -> None:
+        expected = self.model[-1]
+        assert self.p.pop() == expected
+        self.drop(expected)
+
+    @rule()
+    @precondition(lambda self: self.model)
+    def popleft(self) -> None:
+        expected = self.model[0]
+        assert self.p.popleft() == expected
+        self.drop(expected)
+
+    @rule(roll=st.integers(0, 9))
+    def clear(self, roll: int) -> None:
+        if roll == 0:  # rare: otherwise the progression rarely grows large
+            self.p.clear()
+            self.gone += self.model
+            self.model.clear()
+
+    # rejected operations change nothing
+
+    @rule(data=st.data())
+    @precondition(lambda self: len(self.model) >= 2)
+    def rejected(self, data: st.DataObject) -> None:
+        present = data.draw(st.sampled_from(self.model), label="present")
+        other = data.draw(st.sampled_from([ident for ident in self.model if ident != present]), label="other")
+        index = data.draw(st.integers(-len(self.model) - 2, len(self.model) + 2), label="index")
+        with pytest.raises(ValueError, match="already in the progression"):
+            self.p.append(present)
+        with pytest.raises(ValueError, match="already in the progression"):
+            self.p.insert(index, present)
+        with pytest.raises(ValueError, match="already in the progression"):
+            self.p.replace(present, other)
+        absent = self.fresh()
+        with pytest.raises(ValueError, match="not in the progression"):
+            self.p.replace(absent, self.fresh())
+        with pytest.raises(ValueError, match="not in the progression"):
+            self.p.remove(absent)
+        assert self.p.include(present) is False
+
+    # checks
+
+    @invariant()
+    def agrees_with_the_model(self) -> None:
+        assert_matches(self.p, self.model)
+        for ident in self.gone[-10:]:
+            if ident not in self.model:
+                assert ident not in self.p
+                with pytest.raises(ValueError, match="not in the progression"):
+                    self.p.index(ident)
+        size = len(self.model)
+        for bad in (size, -size - 1):
+            with pytest.raises(IndexError):
+                self.p[bad]
+
+
+ProgressionMachine.TestCase.settings = settings(max_examples=120, stateful_step_count=60, deadline=None)
+TestProgressionMachine = ProgressionMachine.TestCase
