@@ -28,6 +28,8 @@ from lionmsg.runtime.branch import Branch
 from lionmsg.runtime.concepts import Sendable
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.element import Element, Node
+from lionmsg.runtime.exchange import DroppedMail, Exchange
+from lionmsg.runtime.flow import Flow
 from lionmsg.runtime.manager import MessageManager
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression
@@ -48,7 +50,10 @@ __all__ = [
     "AssistantResponse",
     "AssistantResponseContent",
     "Branch",
+    "DroppedMail",
     "Element",
+    "Exchange",
+    "Flow",
     "Instruction",
     "InstructionContent",
     "Message",

@@ -1,0 +1,314 @@
+"""Exchange: routing the generic Message envelope between owners' mailboxes (ADR-0006 D5).
+
+Owners are UUIDs (a UUID string is normalised). `send` queues a base `Message` in the sender's outbox;
+`collect` consumes that outbox and routes each message: `recipient=None` broadcasts a copy (same id) to
+every other registered owner, a UUID recipient that is a registered owner gets the message itself, and
+anything else (an unknown UUID, a plain name, a role, `MessageRole.UNSET`) is consumed and dropped.
+Delivery is best-effort and never reported to the sender; `collect` returns how many distinct message
+ids reached at least one inbox.
+
+Beyond the ADR, every message that does not reach an intended recipient is written to a bounded
+drop record (`dropped`, with totals by reason in `drop_counts`), so lost mail can be inspected instead of
+guessed at. Reasons: `DROP_UNKNOWN_RECIPIENT`, `DROP_NOT_AN_OWNER`, `DROP_UNREGISTERED` (the recipient
+left between routing and delivery), `DROP_DELIVERY_ERROR` (the inbox write raised) and
+`DROP_SENDER_UNREGISTERED` (the sender left with mail still in its outbox).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from pydantic import SerializerFunctionWrapHandler, model_serializer
+
+from lionmsg.generated.messages import Message
+from lionmsg.runtime.element import Element, record_error
+from lionmsg.runtime.flow import Flow
+
+__all__ = [
+    "DROP_DELIVERY_ERROR",
+    "DROP_NOT_AN_OWNER",
+    "DROP_SENDER_UNREGISTERED",
+    "DROP_UNKNOWN_RECIPIENT",
+    "DROP_UNREGISTERED",
+    "DroppedMail",
+    "Exchange",
+]
+
+DROP_UNKNOWN_RECIPIENT = "unknown recipient"
+DROP_NOT_AN_OWNER = "recipient is not an owner id"
+DROP_UNREGISTERED = "recipient unregistered before delivery"
+DROP_DELIVERY_ERROR = "delivery failed"
+DROP_SENDER_UNREGISTERED = "sender unregistered before collection"
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedMail:
+    """One message that did not reach one intended recipient."""
+
+    message_id: str
+    sender: str | None
+    recipient: str | None
+    reason: str
+    detail: str = ""
+    at: float = 0.0
+
+
+def _owner_id(owner: Any) -> UUID:
+    if isinstance(owner, UUID):
+        return owner
+    if isinstance(owner, str):
+        try:
+            return UUID(owner)
+        except ValueError:
+            pass
+    raise ValueError(f"owner ids are UUIDs (or UUID strings), got {owner!r}")
+
+
+def _text(value: Any) -> str | None:
+    """An address as text: a role's value, a UUID's canonical form, a name as is."""
+    if value is None:
+        return None
+    if hasattr(value, "value"):
+        return str(value.value)
+    try:
+        return str(_owner_id(value))
+    except ValueError:
+        return str(value)
+
+
+class Exchange(Element):
+    """Mailboxes by owner id (see the module docstring for the routing rules)."""
+
+    drop_limit: int = 10_000
+
+    if TYPE_CHECKING:
+        _flows: dict[UUID, Flow]
+        _dropped: deque[DroppedMail]
+        _drop_counts: Counter[str]
+
+    def __init__(
+        self,
+        flows: Iterable[Flow] | None = None,
+        dropped: Iterable[Any] = (),
+        drop_counts: Mapping[str, int] | None = None,
+        **data: Any,
+    ) -> None:
+        super().__init__(**data)
+        index: dict[UUID, Flow] = {}
+        for flow in flows or []:
+            owner = flow.owner()
+            if owner is None or owner in index:
+                raise ValueError("every flow needs a distinct owner UUID as its name")
+            index[owner] = flow
+        records = deque(
+            (item if isinstance(item, DroppedMail) else DroppedMail(**item) for item in dropped), maxlen=self.drop_limit
+        )
+        # Plain attributes: pydantic PrivateAttrs are slow.
+        object.__setattr__(self, "_flows", index)
+        object.__setattr__(self, "_dropped", records)
+        # Totals outlive the bounded record: a saved Exchange brings its own, else the kept drops are counted.
+        totals = Counter(item.reason for item in records) if drop_counts is None else Counter(drop_counts)
+        if any(not isinstance(count, int) or count < 0 for count in totals.values()):
+            raise ValueError("drop_counts must map reasons to non-negative integers")
+        object.__setattr__(self, "_drop_counts", totals)
+
+    # -- owners ------------------------------------------------------------------------------------
+
+    def register(self, owner_id: Any) -> Flow:
+        owner = _owner_id(owner_id)
+        if owner in self._flows:
+            raise ValueError(f"Owner {owner} already registered")
+        flow = self._flows[owner] = Flow(name=str(owner))
+        return flow
+
+    def unregister(self, owner_id: Any) -> Flow | None:
+        """Remove an owner and return its mailbox (None when unknown). Mail still in its outbox can no
+        longer be collected and is written to the drop record."""
+        owner = self._known(owner_id)
+        flow = None if owner is None else self._flows.pop(owner)
+        if flow is not None:
+            for ident in flow.outbox:
+                message = flow.items[ident]
+                self._drop(message, message.recipient, DROP_SENDER_UNREGISTERED)
+        return flow
+
+    def get(self, owner_id: Any) -> Flow | None:
+        owner = self._known(owner_id)
+        return None if owner is None else self._flows[owner]
+
+    def has(self, owner_id: Any) -> bool:
+        return self._known(owner_id) is not None
+
+    @property
+    def owner_ids(self) -> list[UUID]:
+        return list(self._flows)
+
+    def __len__(self) -> int:
+        return len(self._flows)
+
+    def __contains__(self, owner_id: Any) -> bool:
+        return self.has(owner_id)
+
+    def _known(self, owner_id: Any) -> UUID | None:
+        try:
+            owner = _owner_id(owner_id)
+        except ValueError:
+            return None
+        return owner if owner in self._flows else None
+
+    # -- sending and routing -----------------------------------------------------------------------
+
+    def send(self, sender: Any, recipient: Any, content: Any, channel: str | None = None) -> Message:
+        """Queue a base Message in the sender's outbox; the recipient need not be registered yet."""
+        owner = self._known(sender)
+        if owner is None:
+            raise ValueError(f"Sender {sender} not registered")
+        message = Message(content=content, sender=owner, recipient=recipient, channel=channel)
+        self._flows[owner].queue(message)
+        return message
+
+    async def collect(self, owner_id: Any) -> int:
+        """Route everything in the owner's outbox; the number of distinct message ids delivered."""
+        owner = self._known(owner_id)
+        if owner is None:
+            raise ValueError(f"Owner {owner_id} not registered")
+        delivered: set[UUID] = set()
+        # The outbox is emptied before the first await: concurrent collects never route a message twice.
+        for message in self._flows[owner].take_outbox():
+            routes = self._route(message, owner)
+            if len(routes) == 1:  # a direct message: no fan-out to gather
+                reached = await self._deliver(*routes[0], owner)
+            else:
+                reached = any(await asyncio.gather(*(self._deliver(t, m, owner) for t, m in routes)))
+            if reached:
+                delivered.add(message.id)
+        return len(delivered)
+
+    async def collect_all(self) -> int:
+        """Collect for a snapshot of the owners, one after another, skipping those gone before their turn."""
+        total = 0
+        for owner in list(self._flows):
+            if owner in self._flows:
+                total += await self.collect(owner)
+        return total
+
+    async def sync(self) -> int:
+        """Alias of `collect_all`."""
+        return await self.collect_all()
+
+    def _route(self, message: Message, sender: UUID) -> list[tuple[UUID, Message]]:
+        recipient = message.recipient
+        if recipient is None:
+            return [(target, _copy(message)) for target in self._flows if target != sender]
+        if isinstance(recipient, UUID):
+            if recipient in self._flows:
+                return [(recipient, message)]
+            self._drop(message, recipient, DROP_UNKNOWN_RECIPIENT)
+        else:
+            self._drop(message, recipient, DROP_NOT_AN_OWNER)
+        return []
+
+    async def _deliver(self, target: UUID, message: Message, sender: UUID) -> bool:
+        await asyncio.sleep(0)  # delivery is asynchronous: owners may come and go meanwhile
+        flow = self._flows.get(target)
+        if flow is None:
+            self._drop(message, target, DROP_UNREGISTERED)
+            return False
+        try:
+            flow.deliver(message, sender)
+        except Exception as error:  # best-effort fan-out: the failure goes to the drop record
+            self._drop(message, target, DROP_DELIVERY_ERROR, f"{type(error).__name__}: {error}")
+            return False
+        return True
+
+    # -- reading mailboxes -------------------------------------------------------------------------
+
+    def receive(self, owner_id: Any, sender: Any = None) -> list[Message]:
+        """The owner's received messages (from one sender, or all), oldest first; nothing is removed."""
+        flow = self.get(owner_id)
+        if flow is None:
+            return []
+        return flow.all_inboxes() if sender is None else flow.inbox(_text(sender))
+
+    def pop_message(self, owner_id: Any, sender: Any) -> Message | None:
+        """Remove and return the oldest message from `sender`; None for an unknown owner or empty inbox."""
+        flow = self.get(owner_id)
+        return None if flow is None else flow.pop_oldest(_text(sender))
+
+    # -- the drop record ---------------------------------------------------------------------------
+
+    @property
+    def dropped(self) -> list[DroppedMail]:
+        """The most recent drops (at most `drop_limit`), oldest first."""
+        return list(self._dropped)
+
+    @property
+    def drop_counts(self) -> dict[str, int]:
+        """How many drops of each reason since the Exchange was created (evicted ones included)."""
+        return dict(self._drop_counts)
+
+    def _drop(self, message: Message, recipient: Any, reason: str, detail: str = "") -> None:
+        self._dropped.append(
+            DroppedMail(str(message.id), _text(message.sender), _text(recipient), reason, detail, time.time())
+        )
+        self._drop_counts[reason] += 1
+
+    # -- records -----------------------------------------------------------------------------------
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
+        record: dict[str, Any] = handler(self)
+        record["flows"] = [flow.model_dump(mode=info.mode) for flow in self._flows.values()]
+        record["dropped"] = [asdict(item) for item in self._dropped]
+        record["drop_counts"] = dict(self._drop_counts)
+        return record
+
+    @classmethod
+    def _prepare_record(cls, record: dict[str, Any]) -> None:
+        flows = record.get("flows", [])
+        if not isinstance(flows, list) or not all(isinstance(flow, Mapping) for flow in flows):
+            raise record_error(cls, ("flows",), "flows must be a list of flow records", flows)
+        record["flows"] = [Flow.from_dict(flow) for flow in flows]
+        dropped = record.get("dropped", [])
+        if not isinstance(dropped, list) or not all(_is_drop_record(item) for item in dropped):
+            raise record_error(cls, ("dropped",), "dropped must be a list of drop records", dropped)
+        record["dropped"] = [DroppedMail(**item) for item in dropped]
+        counts = record.get("drop_counts")
+        if counts is not None and not (
+            isinstance(counts, Mapping)
+            and all(isinstance(k, str) and type(v) is int and v >= 0 for k, v in counts.items())
+        ):
+            raise record_error(cls, ("drop_counts",), "drop_counts must map reasons to non-negative integers", counts)
+
+
+_DROP_FIELDS = {field.name: field for field in fields(DroppedMail)}
+
+
+def _is_drop_record(item: Any) -> bool:
+    """A mapping with exactly DroppedMail's fields (the defaulted ones optional), each of its type."""
+    if not isinstance(item, Mapping) or not set(item) <= set(_DROP_FIELDS):
+        return False
+    if not {"message_id", "sender", "recipient", "reason"} <= set(item):
+        return False
+    return (
+        isinstance(item["message_id"], str)
+        and all(item[key] is None or isinstance(item[key], str) for key in ("sender", "recipient"))
+        and isinstance(item["reason"], str)
+        and isinstance(item.get("detail", ""), str)
+        and isinstance(item.get("at", 0.0), (int, float))
+        and not isinstance(item.get("at", 0.0), bool)
+    )
+
+
+def _copy(message: Message) -> Message:
+    """A broadcast copy with the same id; content that cannot be deep-copied is shared (as in LionAGI)."""
+    try:
+        return message.model_copy(deep=True)
+    except Exception:  # an uncopyable payload: share it rather than lose the broadcast
+        return message.model_copy()

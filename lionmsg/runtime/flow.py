@@ -1,0 +1,124 @@
+"""Flow: one owner's mailbox in an Exchange (ADR-0006 D5): the messages it holds and named progressions
+over them, `outbox` and one `inbox_<sender>` per sender."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from pydantic import SerializerFunctionWrapHandler, model_serializer
+
+from lionmsg.generated.messages import Message
+from lionmsg.runtime.element import Element, record_error
+from lionmsg.runtime.pile import Pile
+from lionmsg.runtime.progression import Progression
+
+__all__ = ["OUTBOX", "Flow", "inbox_name"]
+
+OUTBOX = "outbox"
+
+
+def inbox_name(sender: Any) -> str:
+    """The progression holding mail from `sender`: `inbox_<sender>` (a UUID in its canonical text)."""
+    return f"inbox_{sender}"
+
+
+class Flow(Element):
+    """A mailbox: `items` holds every message the owner has queued or received, and `progressions`
+    orders them by name. Each message is in exactly one progression of the flow."""
+
+    name: str | None = None
+
+    if TYPE_CHECKING:
+        _items: Pile[Message]
+        _progressions: dict[str, Progression]
+
+    def __init__(
+        self, items: Pile[Message] | None = None, progressions: list[Progression] | None = None, **data: Any
+    ) -> None:
+        super().__init__(**data)
+        pile = items if items is not None else Pile(item_type={Message})
+        named = {OUTBOX: Progression(name=OUTBOX)}
+        for progression in progressions or []:
+            if progression.name is None:
+                raise ValueError("every progression of a flow needs a name")
+            named[progression.name] = progression
+        listed = [ident for progression in named.values() for ident in progression]
+        if len(listed) != len(set(listed)) or set(listed) != set(pile.keys()):
+            raise ValueError("a flow's progressions must list each of its items exactly once")
+        object.__setattr__(self, "_items", pile)  # plain attributes: pydantic PrivateAttrs are slow
+        object.__setattr__(self, "_progressions", named)
+
+    @property
+    def items(self) -> Pile[Message]:
+        return self._items
+
+    @property
+    def progressions(self) -> dict[str, Progression]:
+        """Progressions by name (a read-only view is up to the caller: change mail through the Exchange)."""
+        return self._progressions
+
+    @property
+    def outbox(self) -> Progression:
+        return self._progressions[OUTBOX]
+
+    def inboxes(self) -> Iterator[tuple[str, Progression]]:
+        return ((name, p) for name, p in self._progressions.items() if name != OUTBOX)
+
+    def queue(self, message: Message) -> None:
+        """Put an outgoing message in the outbox."""
+        self._items.include(message)
+        self.outbox.append(message.id)
+
+    def take_outbox(self) -> list[Message]:
+        """Remove and return the queued messages, oldest first (ids whose message is gone are skipped)."""
+        ids = list(self.outbox)
+        self.outbox.clear()
+        return [message for message in (self._items.pop(ident, None) for ident in ids) if message is not None]
+
+    def deliver(self, message: Message, sender: Any) -> None:
+        """Put an incoming message in the inbox of its sender (created on first delivery)."""
+        name = inbox_name(sender)
+        inbox = self._progressions.get(name)
+        if inbox is None:
+            inbox = self._progressions[name] = Progression(name=name)
+        self._items.include(message)
+        inbox.append(message.id)
+
+    def inbox(self, sender: Any) -> list[Message]:
+        progression = self._progressions.get(inbox_name(sender))
+        return [] if progression is None else [self._items[ident] for ident in progression]
+
+    def all_inboxes(self) -> list[Message]:
+        return [self._items[ident] for _, inbox in self.inboxes() for ident in inbox]
+
+    def pop_oldest(self, sender: Any) -> Message | None:
+        """Remove and return the oldest message from `sender`; None when there is none."""
+        inbox = self._progressions.get(inbox_name(sender))
+        if not inbox:
+            return None
+        message: Message = self._items.pop(inbox.popleft())
+        return message
+
+    def owner(self) -> UUID | None:
+        return None if self.name is None else UUID(self.name)
+
+    # -- records -----------------------------------------------------------------------------------
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
+        record: dict[str, Any] = handler(self)
+        record["items"] = self._items.model_dump(mode=info.mode)
+        record["progressions"] = [p.model_dump(mode=info.mode) for p in self._progressions.values()]
+        return record
+
+    @classmethod
+    def _prepare_record(cls, record: dict[str, Any]) -> None:
+        items = record.get("items")
+        if isinstance(items, Mapping):
+            record["items"] = Pile.from_dict(items)
+        progressions = record.get("progressions", [])
+        if not isinstance(progressions, list):
+            raise record_error(cls, ("progressions",), "progressions must be a list of progression records", None)
+        record["progressions"] = [Progression.from_dict(p) for p in progressions]

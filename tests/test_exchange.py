@@ -1,0 +1,442 @@
+"""Exchange: ADR-0006 D5 "Exact routing semantics", one group per bullet, design.md §6.11/§6.13, and the
+drop record."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+from pydantic import ValidationError
+
+from lionmsg import DroppedMail, Exchange, Flow, Message, MessageRole
+from lionmsg.runtime.exchange import (
+    DROP_DELIVERY_ERROR,
+    DROP_NOT_AN_OWNER,
+    DROP_SENDER_UNREGISTERED,
+    DROP_UNKNOWN_RECIPIENT,
+    DROP_UNREGISTERED,
+)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def owners(exchange: Exchange, count: int) -> list[UUID]:
+    ids = [uuid4() for _ in range(count)]
+    for ident in ids:
+        exchange.register(ident)
+    return ids
+
+
+def state(exchange: Exchange) -> dict[str, Any]:
+    return exchange.to_dict()
+
+
+# -- registration and unknown owners --------------------------------------------------------------
+
+
+def test_register_returns_a_flow_with_an_outbox_and_refuses_duplicates() -> None:
+    exchange = Exchange()
+    owner = uuid4()
+    flow = exchange.register(owner)
+    assert isinstance(flow, Flow)
+    assert flow.name == str(owner)
+    assert list(flow.progressions) == ["outbox"]
+    assert exchange.has(owner)
+    assert exchange.owner_ids == [owner]
+    with pytest.raises(ValueError, match=f"Owner {owner} already registered"):
+        exchange.register(owner)
+    with pytest.raises(ValueError, match=f"Owner {owner} already registered"):
+        exchange.register(str(owner).upper())
+    assert len(exchange) == 1
+
+
+def test_owner_ids_are_uuids_and_uuid_strings_are_normalised() -> None:
+    exchange = Exchange()
+    text = str(uuid4())
+    exchange.register(text)
+    assert exchange.owner_ids == [UUID(text)]
+    assert exchange.get(text) is exchange.get(UUID(text))
+    with pytest.raises(ValueError, match="owner ids are UUIDs"):
+        exchange.register("owner-str")
+    with pytest.raises(ValueError, match="owner ids are UUIDs"):
+        exchange.register(5)
+
+
+def test_string_owners_can_receive_mail() -> None:
+    # LionAGI 0.36.0 coerces the recipient to a UUID but keys owners by string: they never get mail.
+    exchange = Exchange()
+    sender, recipient = str(uuid4()), str(uuid4())
+    exchange.register(sender)
+    exchange.register(recipient)
+    exchange.send(sender, recipient, "hi")
+    assert run(exchange.collect(sender)) == 1
+    assert [m.content for m in exchange.receive(recipient)] == ["hi"]
+
+
+@pytest.mark.parametrize("unknown", [uuid4(), "not-a-uuid", None])
+def test_unknown_owners_give_none_or_nothing(unknown: Any) -> None:
+    exchange = Exchange()
+    owners(exchange, 1)
+    assert exchange.unregister(unknown) is None
+    assert exchange.get(unknown) is None
+    assert exchange.has(unknown) is False
+    assert exchange.receive(unknown) == []
+    assert exchange.pop_message(unknown, uuid4()) is None
+
+
+def test_sending_or_collecting_for_an_unregistered_owner_is_a_value_error_and_changes_nothing() -> None:
+    exchange = Exchange()
+    owners(exchange, 2)
+    stranger = uuid4()
+    before = state(exchange)
+    with pytest.raises(ValueError, match=f"Sender {stranger} not registered"):
+        exchange.send(stranger, exchange.owner_ids[0], "x")
+    with pytest.raises(ValueError, match=f"Owner {stranger} not registered"):
+        run(exchange.collect(stranger))
+    assert state(exchange) == before
+
+
+# -- send -----------------------------------------------------------------------------------------
+
+
+def test_send_queues_a_base_message_and_needs_no_registered_recipient() -> None:
+    exchange = Exchange()
+    (sender,) = owners(exchange, 1)
+    later = uuid4()
+    message = exchange.send(sender, later, {"hello": 1}, channel="ch")
+    assert type(message) is Message
+    assert message.role is MessageRole.UNSET
+    assert (message.sender, message.recipient, message.channel, message.content) == (sender, later, "ch", {"hello": 1})
+    flow = exchange.get(sender)
+    assert flow is not None
+    assert list(flow.outbox) == [message.id]
+    exchange.register(later)
+    assert run(exchange.collect(sender)) == 1
+    assert exchange.receive(later) == [message]
+
+
+# -- collect consumes; a missing queued object is skipped -----------------------------------------
+
+
+def test_collect_consumes_the_outbox_and_delivers_the_same_object() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    message = exchange.send(a, b, "direct")
+    assert run(exchange.collect(a)) == 1
+    flow_a, flow_b = exchange.get(a), exchange.get(b)
+    assert flow_a is not None
+    assert flow_b is not None
+    assert len(flow_a.outbox) == len(flow_a.items) == 0
+    assert exchange.receive(b)[0] is message
+    assert f"inbox_{a}" in flow_b.progressions
+    assert run(exchange.collect(a)) == 0
+
+
+def test_a_missing_queued_object_is_skipped() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    message = exchange.send(a, b, "gone")
+    flow = exchange.get(a)
+    assert flow is not None
+    flow.items.pop(message.id)
+    assert run(exchange.collect(a)) == 0
+    assert exchange.receive(b) == []
+    assert len(flow.outbox) == 0
+
+
+# -- broadcast ------------------------------------------------------------------------------------
+
+
+def test_broadcast_copies_to_every_other_owner_and_counts_once() -> None:
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+    message = exchange.send(a, None, {"all": [1]})
+    assert message.is_broadcast
+    assert run(exchange.collect(a)) == 1
+    copy_b, copy_c = exchange.receive(b), exchange.receive(c)
+    assert [m.id for m in copy_b] == [m.id for m in copy_c] == [message.id]
+    assert copy_b[0] is not copy_c[0]
+    assert copy_b[0] is not message
+    copy_b[0].content["all"].append(2)
+    assert copy_c[0].content == {"all": [1]}
+    assert exchange.receive(a) == []
+
+
+def test_a_broadcast_with_no_one_else_delivers_nothing() -> None:
+    exchange = Exchange()
+    (a,) = owners(exchange, 1)
+    exchange.send(a, None, "anyone?")
+    assert run(exchange.collect(a)) == 0
+    assert exchange.dropped == []
+
+
+def test_an_uncopyable_broadcast_payload_is_shared() -> None:
+    class Opaque:
+        def __deepcopy__(self, memo: Any) -> Any:
+            raise TypeError("no copies")
+
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    payload = Opaque()
+    exchange.send(a, None, payload)
+    assert run(exchange.collect(a)) == 1
+    assert exchange.receive(b)[0].content is payload
+
+
+# -- direct delivery only to registered UUID owners -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("recipient", "reason"),
+    [
+        (uuid4(), DROP_UNKNOWN_RECIPIENT),
+        ("alice", DROP_NOT_AN_OWNER),
+        ("user", DROP_NOT_AN_OWNER),
+        (MessageRole.UNSET, DROP_NOT_AN_OWNER),
+    ],
+    ids=["unknown uuid", "plain name", "role string", "UNSET"],
+)
+def test_undeliverable_direct_mail_is_consumed_and_recorded(recipient: Any, reason: str) -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    message = exchange.send(a, recipient, "lost")
+    assert run(exchange.collect(a)) == 0
+    assert exchange.receive(b) == []
+    flow = exchange.get(a)
+    assert flow is not None
+    assert len(flow.items) == 0
+    (drop,) = exchange.dropped
+    assert isinstance(drop, DroppedMail)
+    assert (drop.message_id, drop.sender, drop.reason) == (str(message.id), str(a), reason)
+    assert drop.recipient == (recipient.value if isinstance(recipient, MessageRole) else str(recipient))
+    assert exchange.drop_counts == {reason: 1}
+
+
+def test_a_recipient_registered_after_the_send_but_before_the_collect_gets_it() -> None:
+    exchange = Exchange()
+    (a,) = owners(exchange, 1)
+    b = uuid4()
+    exchange.send(a, b, "early")
+    exchange.register(b)
+    assert run(exchange.collect(a)) == 1
+
+
+def test_collecting_before_the_recipient_registers_drops_it() -> None:
+    exchange = Exchange()
+    (a,) = owners(exchange, 1)
+    b = uuid4()
+    exchange.send(a, b, "too early")
+    assert run(exchange.collect(a)) == 0
+    exchange.register(b)
+    assert exchange.receive(b) == []
+    assert [d.reason for d in exchange.dropped] == [DROP_UNKNOWN_RECIPIENT]
+
+
+def test_channel_does_not_affect_delivery() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    exchange.send(a, b, "x", channel="one")
+    exchange.send(a, b, "y", channel="two")
+    exchange.send(a, b, "z")
+    assert run(exchange.collect(a)) == 3
+    assert [(m.content, m.channel) for m in exchange.receive(b)] == [("x", "one"), ("y", "two"), ("z", None)]
+
+
+# -- best effort: unregistered before delivery, failed inbox writes -------------------------------
+
+
+def test_a_recipient_that_unregisters_before_delivery_receives_nothing_and_does_not_count() -> None:
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+    exchange.send(a, b, "direct")
+    exchange.send(a, None, "broadcast")
+
+    async def main() -> int:
+        collecting = asyncio.ensure_future(exchange.collect(a))
+        await asyncio.sleep(0)  # routing happened; delivery waits for the next turn
+        exchange.unregister(b)
+        return await collecting
+
+    assert run(main()) == 1  # only the broadcast reached someone (c)
+    assert [m.content for m in exchange.receive(c)] == ["broadcast"]
+    # The direct message was routed to b before b left; the broadcast was routed after, to c alone.
+    assert [(d.recipient, d.reason) for d in exchange.dropped] == [(str(b), DROP_UNREGISTERED)]
+
+
+def test_a_failed_inbox_write_is_contained_recorded_and_not_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+    broken = exchange.get(b)
+    assert broken is not None
+    original = Flow.deliver
+
+    def deliver(self: Flow, message: Message, sender: Any) -> None:
+        if self is broken:
+            raise OSError("disk full")
+        original(self, message, sender)
+
+    monkeypatch.setattr(Flow, "deliver", deliver)
+    exchange.send(a, b, "direct to the broken inbox")
+    exchange.send(a, None, "broadcast")
+    assert run(exchange.collect(a)) == 1
+    assert [m.content for m in exchange.receive(c)] == ["broadcast"]
+    assert exchange.receive(b) == []
+    assert {(d.recipient, d.reason, d.detail) for d in exchange.dropped} == {
+        (str(b), DROP_DELIVERY_ERROR, "OSError: disk full")
+    }
+    assert len(exchange.dropped) == 2
+
+
+def test_a_sender_leaving_with_mail_in_its_outbox_is_recorded() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    message = exchange.send(a, b, "never collected")
+    flow = exchange.unregister(a)
+    assert flow is not None
+    assert list(flow.outbox) == [message.id]
+    assert [(d.message_id, d.reason) for d in exchange.dropped] == [(str(message.id), DROP_SENDER_UNREGISTERED)]
+
+
+# -- receive and pop_message ----------------------------------------------------------------------
+
+
+def test_receive_is_non_destructive_and_filters_by_sender() -> None:
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+    exchange.send(a, c, "from a")
+    exchange.send(b, c, "from b")
+    run(exchange.collect_all())
+    assert [m.content for m in exchange.receive(c)] == ["from a", "from b"]
+    assert [m.content for m in exchange.receive(c, sender=a)] == ["from a"]
+    assert [m.content for m in exchange.receive(c, sender=str(b))] == ["from b"]
+    assert exchange.receive(c, sender=uuid4()) == []
+    assert len(exchange.receive(c)) == 2
+
+
+def test_pop_message_is_oldest_first_and_none_when_empty() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    for text in ("c1", "c2"):
+        exchange.send(a, b, text)
+    run(exchange.collect(a))
+    assert exchange.pop_message(b, a).content == "c1"  # type: ignore[union-attr]
+    assert exchange.pop_message(b, a).content == "c2"  # type: ignore[union-attr]
+    assert exchange.pop_message(b, a) is None
+    assert exchange.pop_message(b, uuid4()) is None
+    flow = exchange.get(b)
+    assert flow is not None
+    assert len(flow.items) == 0
+
+
+# -- collect_all and sync -------------------------------------------------------------------------
+
+
+def test_collect_all_visits_every_owner_and_sync_is_its_alias() -> None:
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+    exchange.send(a, b, 1)
+    exchange.send(b, c, 2)
+    exchange.send(c, a, 3)
+    assert run(exchange.collect_all()) == 3
+    exchange.send(a, None, 4)
+    assert run(exchange.sync()) == 1
+
+
+def test_collect_all_skips_owners_removed_before_their_turn() -> None:
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+    exchange.send(b, c, "b's mail")
+    exchange.send(c, a, "c's mail")
+    original = Exchange.collect
+
+    async def collect_then_remove(self: Exchange, owner_id: Any) -> int:
+        count = await original(self, owner_id)
+        if owner_id == a:
+            self.unregister(b)  # b is gone before its turn
+        return count
+
+    Exchange.collect = collect_then_remove  # type: ignore[method-assign]
+    try:
+        assert run(exchange.collect_all()) == 1
+    finally:
+        Exchange.collect = original  # type: ignore[method-assign]
+    assert [m.content for m in exchange.receive(a)] == ["c's mail"]
+
+
+# -- records (design.md §6.13) --------------------------------------------------------------------
+
+
+def test_exchange_state_round_trips_in_order() -> None:
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+    exchange.send(a, b, "delivered")
+    exchange.send(a, None, "everyone")
+    exchange.send(c, "nobody", "dropped")
+    run(exchange.collect_all())
+    exchange.send(b, c, "pending")
+    for loaded in (Exchange.from_dict(exchange.to_dict()), Exchange.from_json(exchange.to_json())):
+        assert loaded.owner_ids == [a, b, c]
+        for owner in (a, b, c):
+            assert [m.to_dict() for m in loaded.receive(owner)] == [m.to_dict() for m in exchange.receive(owner)]
+            original_flow, loaded_flow = exchange.get(owner), loaded.get(owner)
+            assert original_flow is not None
+            assert loaded_flow is not None
+            assert list(loaded_flow.outbox) == list(original_flow.outbox)
+            assert list(loaded_flow.progressions) == list(original_flow.progressions)
+        assert loaded.dropped == exchange.dropped
+        assert run(loaded.collect(b)) == 1
+        assert [m.content for m in loaded.receive(c, sender=b)] == ["pending"]
+
+
+def test_a_flow_record_must_list_each_item_once() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    exchange.send(a, b, "x")
+    record = exchange.to_dict()
+    record["flows"][0]["progressions"][0]["order"] = []
+    with pytest.raises(ValueError, match="each of its items exactly once"):
+        Exchange.from_dict(record)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("flows", 3, "flows must be a list of flow records"),
+        ("dropped", 5, "dropped must be a list of drop records"),
+        ("dropped", [{"bogus": 1}], "dropped must be a list of drop records"),
+        ("dropped", [{"message_id": 1, "sender": None, "recipient": None, "reason": "r"}], "drop records"),
+        ("drop_counts", "abc", "drop_counts must map reasons to non-negative integers"),
+        ("drop_counts", {DROP_NOT_AN_OWNER: -1}, "non-negative integers"),
+        ("drop_counts", {DROP_NOT_AN_OWNER: True}, "non-negative integers"),
+    ],
+)
+def test_a_malformed_exchange_record_names_the_field_and_leaves_the_record_alone(
+    key: str, value: Any, message: str
+) -> None:
+    exchange = Exchange()
+    a, _ = owners(exchange, 2)
+    exchange.send(a, "nobody", "x")
+    run(exchange.collect_all())
+    record = exchange.to_dict()
+    record[key] = value
+    before = repr(record)
+    with pytest.raises(ValidationError, match=message) as caught:
+        Exchange.from_dict(record)
+    assert caught.value.errors()[0]["loc"] == (key,)
+    assert repr(record) == before
+
+
+def test_a_record_without_totals_counts_its_kept_drops() -> None:
+    exchange = Exchange()
+    a, _ = owners(exchange, 2)
+    exchange.send(a, "nobody", "x")
+    exchange.send(a, uuid4(), "y")
+    run(exchange.collect_all())
+    record = exchange.to_dict()
+    assert record["drop_counts"] == {DROP_NOT_AN_OWNER: 1, DROP_UNKNOWN_RECIPIENT: 1}
+    del record["drop_counts"]
+    assert Exchange.from_dict(record).drop_counts == {DROP_NOT_AN_OWNER: 1, DROP_UNKNOWN_RECIPIENT: 1}
