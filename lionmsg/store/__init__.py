@@ -1,0 +1,53 @@
+"""Persistence for lionmsg histories: a SQLite store written through as histories change, and JSON
+snapshots replaced atomically (design.md §4, issue 8).
+
+```python
+from lionmsg.store import SQLiteStore, load_snapshot, save_snapshot
+
+with SQLiteStore("histories.db") as store:
+    store.attach(manager, "support-42")  # persists the history now and after every change
+    ...
+    again = store.load("support-42")  # a new MessageManager with the same history
+save_snapshot(branch, "branch.json")
+assert load_snapshot("branch.json", Branch).id == branch.id
+```
+
+Records are stored as the wire format's JSON (schema-valid, readable by any client), never pickled.
+
+Errors (all subclasses of `StoreError`):
+
+- `UnknownBranchError` (also a `KeyError`): `load` of a branch the store does not hold;
+  `"unknown branch 'x' in store '/path/histories.db'"`.
+- `CorruptRecordError` (a `CorruptStoreError`, also a `ValueError`): a stored row that cannot be
+  loaded; names the store, branch, message id and position and says why. Loading only reads: nothing
+  is changed, other branches load as before.
+- `SnapshotError` (also a `ValueError`): a file that is not a valid snapshot of the expected kind;
+  `"snapshot '/path/file.json': <why>"`. A missing file is the usual `FileNotFoundError`.
+- `StoreError` itself: a closed store, a file that is not a lionmsg store (or a newer format), a write
+  SQLite refused (raised from the `add_message` / `set_system` / `clear_messages` that caused it).
+"""
+
+from lionmsg.store.errors import CorruptRecordError, CorruptStoreError, SnapshotError, StoreError, UnknownBranchError
+from lionmsg.store.hooks import HistoryEvent, HistoryListener, watch_history
+from lionmsg.store.schema import FORMAT_VERSION
+from lionmsg.store.snapshots import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, Snapshotable, load_snapshot, save_snapshot
+from lionmsg.store.sqlite import Attachment, SQLiteStore
+
+__all__ = [
+    "FORMAT_VERSION",
+    "SNAPSHOT_FORMAT",
+    "SNAPSHOT_VERSION",
+    "Attachment",
+    "CorruptRecordError",
+    "CorruptStoreError",
+    "HistoryEvent",
+    "HistoryListener",
+    "SQLiteStore",
+    "SnapshotError",
+    "Snapshotable",
+    "StoreError",
+    "UnknownBranchError",
+    "load_snapshot",
+    "save_snapshot",
+    "watch_history",
+]

@@ -1,0 +1,57 @@
+"""The errors of `lionmsg.store`: one base class, and the standard class each error also is.
+
+Every error names what it is about (the store's file, the branch, the row, the snapshot file), so a
+caller can report it without context. `UnknownBranchError` is also a `KeyError` (a missing key) and the
+corruption and snapshot errors are also `ValueError`s (bad data), so code that already catches those
+keeps working.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CorruptRecordError", "CorruptStoreError", "SnapshotError", "StoreError", "UnknownBranchError"]
+
+
+class StoreError(Exception):
+    """Base class of the errors raised by `lionmsg.store` (also: a closed store, an unreadable file)."""
+
+
+class UnknownBranchError(StoreError, KeyError):
+    """`load` of a branch id the store does not hold."""
+
+    def __init__(self, branch_id: str, path: str) -> None:
+        super().__init__(f"unknown branch {branch_id!r} in store {path!r}")
+        self.branch_id = branch_id
+        self.path = path
+
+    def __str__(self) -> str:
+        # KeyError's __str__ would print the repr of the message (quoted); say it plainly.
+        return str(self.args[0])
+
+
+class CorruptStoreError(StoreError, ValueError):
+    """Stored data that is not a valid history: nothing was loaded and nothing was changed."""
+
+
+class CorruptRecordError(CorruptStoreError):
+    """One stored message row that cannot be loaded (not JSON, not a valid record, or out of place)."""
+
+    def __init__(self, path: str, branch_id: str, message_id: str, position: int, reason: str) -> None:
+        super().__init__(
+            f"store {path!r}, branch {branch_id!r}: the record of message {message_id} (position {position}) "
+            f"is corrupt: {reason}"
+        )
+        self.path = path
+        self.branch_id = branch_id
+        self.message_id = message_id
+        self.position = position
+        self.reason = reason
+
+
+class SnapshotError(StoreError, ValueError):
+    """A snapshot file that cannot be loaded (not JSON, not a lionmsg snapshot, the wrong kind, invalid
+    data); `path` names the file. A missing file is the usual `FileNotFoundError`."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"snapshot {path!r}: {reason}")
+        self.path = path
+        self.reason = reason

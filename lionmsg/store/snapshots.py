@@ -1,0 +1,147 @@
+"""JSON snapshots of a MessageManager, a Branch or an Exchange, replaced atomically.
+
+A snapshot file is one JSON object:
+
+    {"format": "lionmsg-snapshot", "version": 1, "kind": "MessageManager" | "Branch" | "Exchange",
+     "data": <the object's to_dict() record>}
+
+so any JSON client can tell what it holds, and `load_snapshot` returns the right type.
+
+`save_snapshot` serializes first (an object that cannot be serialized never touches the disk), writes
+a temporary file next to the target, flushes and fsyncs it, renames it over the target
+(`os.replace`, atomic on POSIX and Windows), then fsyncs the directory so the rename itself is durable.
+A failure or a crash at any point leaves the previous snapshot as it was: a failure removes the
+temporary file; a killed process may leave one behind (`.<name>.<random>.tmp`), which is never read.
+The replaced file keeps the previous file's permission bits. Observers (`on_message_added`) are
+callables and are not part of a snapshot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import secrets
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar, overload
+
+from lionmsg.runtime.branch import Branch
+from lionmsg.runtime.exchange import Exchange
+from lionmsg.runtime.manager import MessageManager
+from lionmsg.store.errors import SnapshotError
+
+__all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_VERSION", "Snapshotable", "load_snapshot", "save_snapshot"]
+
+SNAPSHOT_FORMAT = "lionmsg-snapshot"
+SNAPSHOT_VERSION = 1
+
+Snapshotable = MessageManager | Branch | Exchange
+T = TypeVar("T", MessageManager, Branch, Exchange)
+
+_KINDS: dict[str, type[MessageManager] | type[Branch] | type[Exchange]] = {
+    "MessageManager": MessageManager,
+    "Branch": Branch,
+    "Exchange": Exchange,
+}
+_KEYS = {"format", "version", "kind", "data"}
+
+
+def save_snapshot(obj: Snapshotable, path: str | os.PathLike[str]) -> None:
+    """Write `obj` to `path` as a snapshot, replacing any previous file atomically."""
+    kind = next((name for name, cls in _KINDS.items() if isinstance(obj, cls)), None)
+    if kind is None:
+        raise TypeError(f"save_snapshot takes a MessageManager, a Branch or an Exchange, got {type(obj).__name__}")
+    document = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "kind": kind, "data": obj.to_dict()}
+    payload = json.dumps(document, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    _replace_atomically(Path(path), payload)
+
+
+@overload
+def load_snapshot(path: str | os.PathLike[str]) -> Snapshotable: ...
+@overload
+def load_snapshot(path: str | os.PathLike[str], kind: type[T]) -> T: ...
+def load_snapshot(path: str | os.PathLike[str], kind: type[Any] | None = None) -> Any:
+    """The object a snapshot file holds (of `kind`, when given). A file that is not a valid snapshot,
+    or holds another kind, is a SnapshotError naming it; a missing file is a FileNotFoundError."""
+    name = os.fspath(path)
+    if kind is not None and kind not in _KINDS.values():
+        raise TypeError(f"kind must be MessageManager, Branch or Exchange, got {kind!r}")
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SnapshotError(name, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    try:
+        document = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise SnapshotError(name, f"not JSON ({exc})") from exc
+    except ValueError as exc:
+        raise SnapshotError(name, f"not JSON ({exc})") from exc
+    stored = _check_header(name, document)
+    if kind is not None and stored is not kind:
+        raise SnapshotError(name, f"holds a {stored.__name__}, not a {kind.__name__}")
+    data = document["data"]
+    if not isinstance(data, Mapping):
+        raise SnapshotError(name, f"invalid {stored.__name__} data: a {type(data).__name__}, not an object")
+    try:
+        return stored.from_dict(data)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise SnapshotError(name, f"invalid {stored.__name__} data: {exc}") from exc
+
+
+def _check_header(name: str, document: Any) -> type[MessageManager] | type[Branch] | type[Exchange]:
+    if not isinstance(document, dict) or document.get("format") != SNAPSHOT_FORMAT:
+        raise SnapshotError(name, f'not a lionmsg snapshot (no "format": "{SNAPSHOT_FORMAT}")')
+    version = document.get("version")
+    if type(version) is not int or version != SNAPSHOT_VERSION:
+        raise SnapshotError(
+            name, f"snapshot version {version!r} is not supported (this lionmsg reads version {SNAPSHOT_VERSION})"
+        )
+    if set(document) != _KEYS:
+        missing, extra = sorted(_KEYS - set(document)), sorted(set(document) - _KEYS)
+        raise SnapshotError(name, f"a snapshot has exactly the keys {sorted(_KEYS)}; missing {missing}, extra {extra}")
+    kind = document["kind"]
+    if not isinstance(kind, str) or kind not in _KINDS:
+        raise SnapshotError(name, f"unknown kind {kind!r} (expected one of {', '.join(_KINDS)})")
+    return _KINDS[kind]
+
+
+def _replace_atomically(path: Path, payload: bytes) -> None:
+    directory = path.parent
+    temporary = directory / f".{path.name}.{secrets.token_hex(8)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    descriptor = os.open(temporary, flags, 0o666)  # the umask applies, as for any new file
+    try:
+        with open(descriptor, "wb") as file:
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(temporary, stat.S_IMODE(os.stat(path).st_mode))  # keep the previous file's mode
+            file.write(payload)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename durable (POSIX); a file system that cannot fsync a directory is left as is."""
+    if os.name == "nt":  # pragma: no cover - Windows has no directory descriptors
+        return
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    except OSError as exc:  # pragma: no cover - e.g. some network file systems
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(descriptor)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")

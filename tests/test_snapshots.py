@@ -1,0 +1,315 @@
+"""JSON snapshots (issue 8): round trips of a MessageManager, a Branch and an Exchange, atomic
+replacement (a failure or a kill mid-save leaves the previous snapshot), and invalid files named."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import pytest
+
+from lionmsg import Branch, Exchange, Instruction, Message, MessageManager, Progression, System
+from lionmsg.store import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, SnapshotError, load_snapshot, save_snapshot
+from tests.samples import failed_action_response, rich_messages
+from tests.store_helpers import assert_same_history
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def manager() -> MessageManager:
+    history = MessageManager(messages=[*rich_messages(), failed_action_response()])
+    call = history.add_message(action_function="add", action_arguments={"a": 1})
+    history.add_message(action_request=call, action_output=2)
+    return history
+
+
+def exchange() -> Exchange:
+    hub = Exchange()
+    alice, bob, carol = uuid4(), uuid4(), uuid4()
+    for owner in (alice, bob, carol):
+        hub.register(owner)
+    hub.send(alice, bob, {"hi": 1})
+    hub.send(alice, None, "to all", channel="news")
+    hub.send(bob, "nobody", "lost")
+    asyncio.run(hub.collect_all())
+    hub.send(carol, alice, {"pending": True})  # still in carol's outbox
+    return hub
+
+
+def named(path: Path, reason: str) -> str:
+    """The exact SnapshotError message for `path`, as a regex."""
+    return f"^{re.escape(f'snapshot {str(path)!r}: {reason}')}$"
+
+
+# -- round trips ------------------------------------------------------------------------------------
+
+
+def test_a_manager_round_trips(tmp_path: Path) -> None:
+    original = manager()
+    path = tmp_path / "manager.json"
+    save_snapshot(original, path)
+    loaded = load_snapshot(path)
+    assert isinstance(loaded, MessageManager)
+    assert_same_history(loaded, original)
+    assert_same_history(load_snapshot(path, MessageManager), original)
+    document = json.loads(path.read_text(encoding="utf-8"))
+    assert document == {
+        "format": SNAPSHOT_FORMAT,
+        "version": SNAPSHOT_VERSION,
+        "kind": "MessageManager",
+        "data": original.to_dict(),
+    }
+    assert (SNAPSHOT_FORMAT, SNAPSHOT_VERSION) == ("lionmsg-snapshot", 1)
+
+
+def test_a_branch_round_trips_with_its_id_metadata_and_view(tmp_path: Path) -> None:
+    original = Branch(msgs=manager(), metadata={"owner": "me"})
+    original.metadata["current_progression"] = Progression(order=[m.id for m in original.messages][:3], name="v")
+    path = tmp_path / "branch.json"
+    save_snapshot(original, str(path))  # a str path works too
+    loaded = load_snapshot(path, Branch)
+    assert loaded.id == original.id
+    assert loaded.created_at == original.created_at
+    assert loaded.metadata["owner"] == "me"
+    assert loaded.progression == original.progression
+    assert_same_history(loaded.msgs, original.msgs)
+    record, expected = loaded.to_dict(), original.to_dict()
+    # MessageManager.from_dict builds a new Pile: the pile's own id/created_at are not kept (runtime).
+    assert record["messages"]["collections"] == expected["messages"]["collections"]
+    assert record["messages"]["progression"]["order"] == expected["messages"]["progression"]["order"]
+    del record["messages"], expected["messages"]
+    assert record == expected
+
+
+def test_an_exchange_round_trips_with_mailboxes_and_drops(tmp_path: Path) -> None:
+    original = exchange()
+    path = tmp_path / "exchange.json"
+    save_snapshot(original, path)
+    loaded = load_snapshot(path, Exchange)
+    assert loaded.to_dict() == original.to_dict()
+    assert loaded.owner_ids == original.owner_ids
+    assert loaded.drop_counts == original.drop_counts
+    assert loaded.drop_counts
+    assert json.loads(path.read_text(encoding="utf-8"))["kind"] == "Exchange"
+
+
+def test_unicode_is_written_as_utf8(tmp_path: Path) -> None:
+    history = MessageManager(messages=[Instruction(content={"instruction": "naïve 🦁 — ok"})])
+    path = tmp_path / "u.json"
+    save_snapshot(history, path)
+    assert "naïve 🦁 — ok".encode() in path.read_bytes()
+    assert load_snapshot(path, MessageManager).messages[0].content.instruction == "naïve 🦁 — ok"
+
+
+def test_only_the_three_kinds_are_saved_or_asked_for(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    refused = r"^save_snapshot takes a MessageManager, a Branch or an Exchange, got Message$"
+    with pytest.raises(TypeError, match=refused):
+        save_snapshot(Message(), path)  # type: ignore[arg-type]
+    save_snapshot(MessageManager(), path)
+    with pytest.raises(TypeError, match=r"^kind must be MessageManager, Branch or Exchange, got <class 'dict'>$"):
+        load_snapshot(path, dict)  # type: ignore[type-var]
+
+
+# -- atomic replacement -----------------------------------------------------------------------------
+
+
+def listing(directory: Path) -> list[str]:
+    return sorted(entry.name for entry in directory.iterdir())
+
+
+@pytest.mark.parametrize("failing", ["os.replace", "os.fsync", "write"])
+def test_a_failed_save_leaves_the_previous_snapshot_and_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    path = tmp_path / "history.json"
+    save_snapshot(MessageManager(messages=[Instruction(content={"instruction": "v1"})]), path)
+    previous = path.read_bytes()
+    newer = MessageManager(messages=[Instruction(content={"instruction": "v2"})])
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    if failing == "write":
+        real_open = open
+
+        class Failing:
+            def __init__(self, file: Any) -> None:
+                self.file = file
+
+            def __enter__(self) -> Failing:
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                self.file.close()
+
+            def write(self, data: bytes) -> int:
+                self.file.write(data[: len(data) // 2])  # half written, then the disk is full
+                crash()
+                return 0
+
+        monkeypatch.setattr("lionmsg.store.snapshots.open", lambda *a, **k: Failing(real_open(*a, **k)), raising=False)
+    else:
+        monkeypatch.setattr(failing, crash)
+    with pytest.raises(OSError, match=r"No space left on device"):
+        save_snapshot(newer, path)
+    monkeypatch.undo()
+    assert path.read_bytes() == previous
+    assert listing(tmp_path) == ["history.json"]
+    assert load_snapshot(path, MessageManager).messages[0].content.instruction == "v1"
+
+
+def test_an_unserializable_object_never_touches_the_disk(tmp_path: Path) -> None:
+    path = tmp_path / "history.json"
+    save_snapshot(MessageManager(), path)
+    previous = path.read_bytes()
+    history = MessageManager(messages=[Message(content={"value": object()})])
+    with pytest.raises(ValueError, match=r"^Unable to serialize unknown type: <class 'object'>$"):
+        save_snapshot(history, path)
+    assert path.read_bytes() == previous
+    assert listing(tmp_path) == ["history.json"]
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX permission bits")
+def test_the_replaced_file_keeps_its_permissions_and_a_new_one_follows_the_umask(tmp_path: Path) -> None:
+    path = tmp_path / "private.json"
+    save_snapshot(MessageManager(), path)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+    path.chmod(0o600)
+    save_snapshot(manager(), path)
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_a_save_killed_at_random_points_leaves_a_whole_snapshot(tmp_path: Path) -> None:
+    path = tmp_path / "history.json"
+    writer = ROOT / "tests" / "store_helpers" / "snapshot_writer.py"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    rng = random.Random(8)
+    for seed, wanted in enumerate((3, 17, 41)):
+        child = subprocess.Popen(
+            [sys.executable, str(writer), str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        assert child.stdout is not None
+        last = 0
+        for _ in range(wanted + seed):
+            line = child.stdout.readline()
+            assert line, child.stderr.read() if child.stderr else ""
+            last = int(line)
+        if rng.random() < 0.7:
+            time.sleep(rng.uniform(0, 0.003))  # the kill lands anywhere in a save
+        child.send_signal(signal.SIGKILL)
+        rest = child.stdout.read()  # not communicate(): it would skip what readline() buffered
+        child.wait()
+        last = max([last, *(int(line) for line in rest.splitlines(keepends=True) if line.endswith("\n"))])
+        loaded = load_snapshot(path, MessageManager)  # whole, never half written
+        assert len(loaded) in (last, last + 1)  # the save after the last print may have completed
+        assert isinstance(loaded.messages[0], System)
+        for leftover in tmp_path.glob(".history.json.*.tmp"):
+            leftover.unlink()  # a kill can leave a temporary file; it is never read
+
+
+# -- invalid files ----------------------------------------------------------------------------------
+
+
+def document(**changes: Any) -> dict[str, Any]:
+    return {
+        "format": SNAPSHOT_FORMAT,
+        "version": 1,
+        "kind": "MessageManager",
+        "data": MessageManager().to_dict(),
+    } | changes
+
+
+INVALID: list[tuple[str, bytes, str]] = [
+    ("empty", b"", "not JSON (Expecting value: line 1 column 1 (char 0))"),
+    (
+        "truncated",
+        b'{"format": "lionmsg-snapshot",\n "version": 1,\n "ki',
+        "not JSON (Unterminated string starting at: line 3 column 2 (char 47))",
+    ),
+    ("NaN", b'{"format": NaN}', "not JSON (NaN is not a JSON value)"),
+    ("latin-1", '{"é": 1}'.encode("latin-1"), "not UTF-8 text (invalid continuation byte at byte 2)"),
+    ("a list", b"[]", 'not a lionmsg snapshot (no "format": "lionmsg-snapshot")'),
+    ("a record", json.dumps(Message().to_dict()).encode(), 'not a lionmsg snapshot (no "format": "lionmsg-snapshot")'),
+    (
+        "newer",
+        json.dumps(document(version=2)).encode(),
+        "snapshot version 2 is not supported (this lionmsg reads version 1)",
+    ),
+    (
+        "version as text",
+        json.dumps(document(version="1")).encode(),
+        "snapshot version '1' is not supported (this lionmsg reads version 1)",
+    ),
+    (
+        "extra key",
+        json.dumps(document(note="x")).encode(),
+        "a snapshot has exactly the keys ['data', 'format', 'kind', 'version']; missing [], extra ['note']",
+    ),
+    (
+        "unknown kind",
+        json.dumps(document(kind="Pile")).encode(),
+        "unknown kind 'Pile' (expected one of MessageManager, Branch, Exchange)",
+    ),
+    (
+        "data not an object",
+        json.dumps(document(data=[])).encode(),
+        "invalid MessageManager data: a list, not an object",
+    ),
+    (
+        "data without messages",
+        json.dumps(document(data={})).encode(),
+        "invalid MessageManager data: a MessageManager record needs `messages` (a pile record)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("content", "reason"), [case[1:] for case in INVALID], ids=[case[0] for case in INVALID])
+def test_an_invalid_file_is_named_and_left_as_it_is(tmp_path: Path, content: bytes, reason: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(SnapshotError, match=named(path, reason)) as caught:
+        load_snapshot(path)
+    assert caught.value.path == str(path)
+    assert caught.value.reason == reason
+    assert isinstance(caught.value, ValueError)
+    assert path.read_bytes() == content
+
+
+def test_invalid_data_names_the_file_and_keeps_the_validation_error(tmp_path: Path) -> None:
+    original = manager()
+    data = original.to_dict()
+    data["messages"]["collections"][2]["content"]["instruction"] = 5
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(document(data=data)), encoding="utf-8")
+    with pytest.raises(SnapshotError) as caught:
+        load_snapshot(path)
+    assert str(caught.value).startswith(f"snapshot {str(path)!r}: invalid MessageManager data: 1 validation error")
+    assert "content.instruction" in str(caught.value)
+    assert isinstance(caught.value.__cause__, ValueError)
+
+
+def test_the_wrong_kind_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "branch.json"
+    save_snapshot(Branch(), path)
+    with pytest.raises(SnapshotError, match=named(path, "holds a Branch, not a MessageManager")):
+        load_snapshot(path, MessageManager)
+
+
+def test_a_missing_file_is_file_not_found_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere.json"
+    with pytest.raises(FileNotFoundError, match=re.escape(str(path))):
+        load_snapshot(path)

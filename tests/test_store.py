@@ -1,0 +1,664 @@
+"""SQLiteStore (issue 8): write-through of a history, reload of exactly the same history, many branches
+in one file, and clear errors for bad input that change nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+from generate import SCHEMA_DIR, SchemaSet
+from jsonschema.validators import Draft202012Validator
+
+from lionmsg import (
+    ActionRequest,
+    ActionResponse,
+    Branch,
+    Instruction,
+    Message,
+    MessageManager,
+    MessageRole,
+    Progression,
+    System,
+)
+from lionmsg.store import (
+    Attachment,
+    CorruptRecordError,
+    CorruptStoreError,
+    SQLiteStore,
+    StoreError,
+    UnknownBranchError,
+    watch_history,
+)
+from tests.samples import failed_action_response, rich_messages
+from tests.store_helpers import assert_same_history, dump, execute, query, rows
+
+PEER = UUID("11111111-1111-4111-8111-111111111111")
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "histories.db"
+
+
+@pytest.fixture
+def store(path: Path) -> Iterator[SQLiteStore]:
+    with SQLiteStore(path) as opened:
+        yield opened
+
+
+def system(text: str = "Be terse.") -> System:
+    return System(content={"system_message": text})
+
+
+def reloaded(path: Path, branch_id: str) -> MessageManager:
+    """The branch as a fresh store (a new connection) sees it."""
+    with SQLiteStore(path) as fresh:
+        return fresh.load(branch_id)
+
+
+def ids(manager: MessageManager) -> list[str]:
+    return [str(message.id) for message in manager]
+
+
+# -- attaching and writing through ------------------------------------------------------------------
+
+
+def test_attach_persists_the_existing_history_rich_messages_included(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager(messages=[*rich_messages(), failed_action_response()])
+    assert isinstance(manager.messages[0], System)  # the System among the messages went to index 0
+    store.attach(manager, "rich")
+    assert_same_history(reloaded(path, "rich"), manager)
+    assert [position for _, position, _ in rows(path, "rich")] == list(range(len(manager)))
+
+
+def test_every_stored_record_is_the_schema_valid_wire_json(store: SQLiteStore, path: Path) -> None:
+    schemas = SchemaSet.load(SCHEMA_DIR)
+    validator = Draft202012Validator(schemas.get("record.schema.json"), registry=schemas.registry)
+    manager = MessageManager(messages=[*rich_messages(), failed_action_response()])
+    store.attach(manager, "rich")
+    manager.add_message(instruction="more", sender=None, recipient=PEER)
+    stored = rows(path, "rich")
+    for (message_id, _, record), message in zip(stored, manager, strict=True):
+        data = json.loads(record)
+        assert data == message.to_dict()
+        assert data["id"] == message_id
+        assert data["metadata"]["lion_class"] == type(message).__name__
+        assert list(validator.iter_errors(data)) == []
+
+
+def test_adds_write_through_in_order(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager()
+    store.attach(manager, "b")
+    assert reloaded(path, "b").messages.to_dict()["collections"] == []
+    for text in ("one", "two", "three"):
+        manager.add_message(instruction=text)
+        assert_same_history(reloaded(path, "b"), manager)
+    manager.add_message(assistant_response={"choices": [{"message": {"content": "done"}}]})
+    assert_same_history(reloaded(path, "b"), manager)
+    assert [position for _, position, _ in rows(path, "b")] == [1, 2, 3, 4]  # 0 is the system's
+
+
+def test_the_async_path_writes_through_too(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager()
+    store.attach(manager, "b")
+
+    async def main() -> None:
+        await manager.a_add_message(instruction="hello")
+        await manager.a_add_message(assistant_response="hi")
+        await manager.aclear_messages()
+        await manager.a_add_message(system="sys")
+
+    asyncio.run(main())
+    assert_same_history(reloaded(path, "b"), manager)
+    assert [type(m) for m in reloaded(path, "b")] == [System]
+
+
+def test_a_replaced_message_keeps_its_row_and_position(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager(system=system())
+    store.attach(manager, "b")
+    ask = manager.add_message(instruction="Add 2 and 2.")
+    manager.add_message(assistant_response="4")
+    before = rows(path, "b")
+    again = manager.add_message(instruction=ask, guidance="Show your work.", sender="user")
+    assert again is ask
+    after = rows(path, "b")
+    assert [(i, p) for i, p, _ in after] == [(i, p) for i, p, _ in before]
+    assert json.loads(after[1][2])["content"]["guidance"] == "Show your work."
+    assert_same_history(reloaded(path, "b"), manager)
+
+
+def test_system_set_first_replaced_and_updated_in_place(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager(messages=[Instruction(content={"instruction": "i"})])
+    store.attach(manager, "b")
+    first = system("first")
+    manager.set_system(first)  # inserted at index 0: the others keep their stored positions
+    assert [p for _, p, _ in rows(path, "b")] == [0, 1]
+    assert_same_history(reloaded(path, "b"), manager)
+
+    second = system("second")
+    manager.set_system(second)  # replaces the first, which leaves the history (and the file)
+    assert [i for i, _, _ in rows(path, "b")] == [str(second.id), ids(manager)[1]]
+    assert_same_history(reloaded(path, "b"), manager)
+
+    second.content.system_message = "second, edited"
+    manager.set_system(second)  # the current one again: updated in place
+    assert reloaded(path, "b").system.rendered == "second, edited"  # type: ignore[union-attr]
+
+    added = manager.add_message(system="third", system_datetime="2025-01-01T00:00")  # through add_message
+    assert_same_history(reloaded(path, "b"), manager)
+    assert reloaded(path, "b").system.id == added.id  # type: ignore[union-attr]
+    assert query(path, "SELECT system_id FROM branches") == [(str(added.id),)]
+
+
+@pytest.mark.parametrize("with_system", [True, False])
+def test_clear_keeps_only_the_system_message(store: SQLiteStore, path: Path, with_system: bool) -> None:
+    manager = MessageManager(system=system() if with_system else None)
+    store.attach(manager, "b")
+    manager.add_message(instruction="one")
+    manager.add_message(assistant_response="two")
+    manager.clear_messages()
+    assert len(rows(path, "b")) == (1 if with_system else 0)
+    assert_same_history(reloaded(path, "b"), manager)
+    manager.add_message(instruction="after")
+    assert_same_history(reloaded(path, "b"), manager)
+
+
+def test_explicit_none_sender_and_recipient_survive(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager()
+    store.attach(manager, "b")
+    broadcast = Instruction(content={"instruction": "all"}, sender=None, recipient=None)
+    manager.add_message(instruction=broadcast)
+    manager.add_message(instruction="direct", sender=PEER)
+    manager.add_message(instruction=Instruction(content={"instruction": "empty"}, sender="", recipient=""))
+    loaded = reloaded(path, "b")
+    assert_same_history(loaded, manager)
+    first, second, third = loaded
+    assert (first.sender, first.recipient) == (None, None)
+    assert first.is_broadcast
+    assert (second.sender, second.recipient) == (PEER, MessageRole.UNSET)
+    assert second.is_direct
+    assert (third.sender, third.recipient) == ("", "")
+
+
+def test_action_links_are_stored_both_ways(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager()
+    store.attach(manager, "b")
+    call = manager.add_message(action_function="add", action_arguments={"a": 2, "b": 2})
+    result = manager.add_message(action_request=call, action_output=4)  # links `call` in place
+    loaded = reloaded(path, "b")
+    assert_same_history(loaded, manager)
+    request, response = loaded
+    assert isinstance(request, ActionRequest)
+    assert isinstance(response, ActionResponse)
+    assert request.is_responded()
+    assert request.content.action_response_id == str(result.id)
+    assert response.content.action_request_id == str(call.id)
+
+
+def test_a_retried_observer_call_never_duplicates_a_row(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager()
+    attachment = store.attach(manager, "b")
+    message = manager.add_message(instruction="once")
+    before = dump(path)
+    attachment(message)
+    attachment(message)
+    assert dump(path) == before
+    assert [i for i, _, _ in rows(path, "b")] == [str(message.id)]
+
+
+def test_an_observer_call_for_a_message_no_longer_in_the_history_writes_nothing(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager()
+    attachment = store.attach(manager, "b")
+    gone = manager.add_message(instruction="gone")
+    manager.clear_messages()
+    before = dump(path)
+    attachment(gone)  # e.g. a delayed async observer: the history was cleared in between
+    assert dump(path) == before
+    assert rows(path, "b") == []
+
+
+def test_the_store_observes_first_so_other_observers_see_a_durable_message(store: SQLiteStore, path: Path) -> None:
+    seen: list[list[str]] = []
+    manager = MessageManager(on_message_added=[lambda message: seen.append([i for i, _, _ in rows(path, "b")])])
+    store.attach(manager, "b")
+    message = manager.add_message(instruction="x")
+    assert seen == [[str(message.id)]]
+
+
+def test_an_observer_adding_from_inside_an_observer_keeps_the_stored_order(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager()
+
+    def echo(message: Message) -> None:
+        if not message.metadata.get("echo"):
+            manager.add_message(assistant_response="echo", metadata={"echo": True})
+
+    manager.on_message_added.append(echo)
+    store.attach(manager, "b")
+    manager.add_message(instruction="one")
+    manager.add_message(instruction="two")
+    assert [type(m).__name__ for m in manager] == ["Instruction", "AssistantResponse"] * 2
+    assert_same_history(reloaded(path, "b"), manager)
+
+
+def test_suspending_async_observers_and_concurrent_adds_keep_the_stored_history(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager()
+
+    async def slow(message: Message) -> None:
+        await asyncio.sleep(0)
+
+    manager.on_message_added.append(slow)
+    store.attach(manager, "b")
+    manager.on_message_added.insert(0, slow)  # now before the store: its calls arrive out of order
+
+    async def main() -> None:
+        await asyncio.gather(*(manager.a_add_message(instruction=f"m{i}") for i in range(20)))
+        await asyncio.gather(manager.aclear_messages(), manager.a_add_message(instruction="late"))
+
+    asyncio.run(main())
+    assert_same_history(reloaded(path, "b"), manager)
+
+
+def test_a_branch_is_attached_through_its_manager(store: SQLiteStore, path: Path) -> None:
+    branch = Branch(system=system())
+    branch.msgs.add_message(instruction="x")
+    branch.metadata["current_progression"] = Progression(order=[branch.system.id])  # type: ignore[union-attr]
+    store.attach(branch, branch.id)
+    branch.msgs.add_message(instruction="y")
+    assert store.branches() == [str(branch.id)]
+    assert_same_history(store.load(branch.id), branch.msgs)  # the whole history, not the selected view
+
+
+# -- many branches ----------------------------------------------------------------------------------
+
+
+def test_many_branches_in_one_file(store: SQLiteStore, path: Path) -> None:
+    assert store.branches() == []
+    managers = {name: MessageManager(system=system(name)) for name in ("c", "a", "b")}
+    for name, manager in managers.items():
+        store.attach(manager, name)
+    for round_ in range(3):
+        for name, manager in managers.items():
+            manager.add_message(instruction=f"{name}{round_}")
+    managers["a"].clear_messages()
+    managers["b"].set_system(system("b2"))
+    assert store.branches() == ["c", "a", "b"]  # in the order first stored
+    for name, manager in managers.items():
+        assert_same_history(reloaded(path, name), manager)
+
+
+def test_attach_replaces_what_was_stored_under_the_id_and_load_then_attach_continues(path: Path) -> None:
+    with SQLiteStore(path) as store:
+        old = MessageManager(messages=[Instruction(content={"instruction": "old"})])
+        store.attach(old, "b")
+    with SQLiteStore(path) as store:
+        resumed = store.load("b")
+        attachment = store.attach(resumed, "b")
+        resumed.add_message(instruction="new")
+        assert [m.rendered for m in store.load("b")] == ["Instruction: old", "Instruction: new"]
+        attachment.detach()
+        store.attach(MessageManager(), "b")
+        assert len(store.load("b")) == 0
+
+
+# -- attaching rules, detaching, closing ------------------------------------------------------------
+
+
+def test_one_history_per_branch_id_and_one_branch_id_per_history(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager()
+    attachment = store.attach(manager, "b")
+    message = f"store {str(path)!r}: branch 'b' is already attached to a history"
+    with pytest.raises(StoreError, match=f"^{re.escape(message)}$"):
+        store.attach(MessageManager(), "b")
+    message = f"store {str(path)!r}: this history is already attached as branch 'b'"
+    with pytest.raises(StoreError, match=f"^{re.escape(message)}$"):
+        store.attach(manager, "c")
+    assert store.branches() == ["b"]
+    assert manager.on_message_added == [attachment]
+
+
+def test_one_history_may_be_attached_to_two_stores(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "one.db") as one, SQLiteStore(tmp_path / "two.db") as two:
+        manager = MessageManager()
+        one.attach(manager, "b")
+        two.attach(manager, "b")
+        manager.add_message(instruction="x")
+        manager.set_system(system())
+        manager.clear_messages()
+        manager.add_message(instruction="y")
+        assert_same_history(one.load("b"), manager)
+        assert_same_history(two.load("b"), manager)
+
+
+def test_detach_stops_persisting_and_restores_the_manager(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager()
+    attachment = store.attach(manager, "b")
+    assert isinstance(attachment, Attachment)
+    assert attachment.attached
+    assert "set_system" in vars(manager)
+    assert "clear_messages" in vars(manager)
+    manager.add_message(instruction="kept")
+    attachment.detach()
+    attachment.detach()  # idempotent
+    assert not attachment.attached
+    assert manager.on_message_added == []
+    assert not {"set_system", "clear_messages"} & set(vars(manager))
+    before = dump(path)
+    manager.add_message(instruction="not stored")
+    manager.set_system(system())
+    manager.clear_messages()
+    assert dump(path) == before
+    store.attach(manager, "b")  # attachable again
+    assert_same_history(store.load("b"), manager)
+
+
+def test_close_detaches_everything_and_a_closed_store_refuses_work(path: Path) -> None:
+    manager = MessageManager()
+    with SQLiteStore(path) as store:
+        attachment = store.attach(manager, "b")
+        manager.add_message(instruction="x")
+    assert store.closed
+    assert not attachment.attached
+    assert manager.on_message_added == []
+    assert "set_system" not in vars(manager)
+    manager.add_message(instruction="after close")  # the history works on, unpersisted
+    closed = f"^{re.escape(f'store {str(path)!r} is closed')}$"
+    for call in (lambda: store.load("b"), store.branches, lambda: store.attach(manager, "b")):
+        with pytest.raises(StoreError, match=closed):
+            call()
+    store.close()  # idempotent
+    assert len(reloaded(path, "b")) == 1
+
+
+def test_branch_ids_are_strings_or_uuids(store: SQLiteStore) -> None:
+    ident = uuid4()
+    store.attach(MessageManager(), ident)
+    assert store.branches() == [str(ident)]
+    assert len(store.load(str(ident))) == 0
+    with pytest.raises(TypeError, match=r"^a branch id is a string or a UUID, got int$"):
+        store.load(3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^a branch id cannot be empty$"):
+        store.attach(MessageManager(), "")
+    with pytest.raises(TypeError, match=r"^attach takes a MessageManager or a Branch, got list$"):
+        store.attach([], "x")  # type: ignore[arg-type]
+
+
+# -- durability settings ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("synchronous", "level"), [("NORMAL", 1), ("FULL", 2)])
+def test_wal_journal_and_the_synchronous_level(path: Path, synchronous: Any, level: int) -> None:
+    with SQLiteStore(path, synchronous=synchronous) as store:
+        connection = store._open()
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert connection.execute("PRAGMA synchronous").fetchone() == (level,)
+    with pytest.raises(ValueError, match=r"^synchronous must be 'NORMAL' or 'FULL', got 'OFF'$"):
+        SQLiteStore(path, synchronous="OFF")  # type: ignore[arg-type]
+
+
+# -- bad input --------------------------------------------------------------------------------------
+
+
+def test_loading_an_unknown_branch(store: SQLiteStore, path: Path) -> None:
+    store.attach(MessageManager(), "known")
+    before = dump(path)
+    with pytest.raises(UnknownBranchError) as caught:
+        store.load("nope")
+    assert str(caught.value) == f"unknown branch 'nope' in store {str(path)!r}"
+    assert isinstance(caught.value, KeyError)
+    assert caught.value.branch_id == "nope"
+    assert dump(path) == before
+
+
+def corrupt_cases(message: Message) -> list[tuple[str, str, Any, str]]:
+    """(what is broken, the column set, its new value, the reason the error gives) for a message's row."""
+    target = str(message.id)
+    record = message.to_dict()
+    wrong_class = {**record, "metadata": {"lion_class": "Nope"}}
+    bad_content = {**record, "content": {"instruction": 5}}
+    other_id = {**record, "id": str(uuid4())}
+    as_system = system().to_dict() | {"id": target}
+    return [
+        ("invalid JSON", "record = ?", '{"id": ', "not JSON (Expecting value: line 1 column 8 (char 7))"),
+        ("NaN", "record = ?", '{"x": NaN}', "not JSON (NaN is not a JSON value)"),
+        ("a blob", "record = ?", b"\x00\x01", "the record is a bytes, not JSON text"),
+        ("unknown class", "record = ?", json.dumps(wrong_class), "not a valid message record: 1 validation error"),
+        ("bad content", "record = ?", json.dumps(bad_content), "not a valid message record: 1 validation error"),
+        ("another id", "record = ?", json.dumps(other_id), f"the record's id is {other_id['id']}"),
+        ("a System out of place", "record = ?", json.dumps(as_system), "System record at position 2"),
+        ("a negative position", "position = ?", -1, "the position -1 is not a non-negative integer"),
+    ]
+
+
+CASES = [case[0] for case in corrupt_cases(Instruction())]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_corrupt_row_is_named_and_nothing_else_is_lost_or_changed(path: Path, case: str) -> None:
+    with SQLiteStore(path) as store:
+        manager = MessageManager(system=system())
+        store.attach(manager, "b")
+        manager.add_message(instruction="fine")
+        manager.add_message(instruction="broken")
+        manager.add_message(instruction="fine too")
+        other = MessageManager(messages=[Instruction(content={"instruction": "other"})])
+        store.attach(other, "other")
+    target = manager.messages[2]
+    _, column, value, reason = next(c for c in corrupt_cases(target) if c[0] == case)
+    execute(path, f"UPDATE messages SET {column} WHERE message_id = ?", value, str(target.id))
+    before = dump(path)
+    with SQLiteStore(path) as store:
+        with pytest.raises(CorruptRecordError) as caught:
+            store.load("b")
+        error = caught.value
+        position = -1 if column.startswith("position") else 2
+        where = f"the record of message {target.id} (position {position})"
+        prefix = f"store {str(path)!r}, branch 'b': {where} is corrupt: "
+        assert str(error).startswith(prefix + reason)
+        assert (error.branch_id, error.message_id, error.position) == ("b", str(target.id), position)
+        assert isinstance(error, ValueError)
+        assert isinstance(error, CorruptStoreError)
+        assert_same_history(store.load("other"), other)
+    assert dump(path) == before
+
+
+def test_a_missing_system_row_and_a_non_system_row_at_position_0(path: Path) -> None:
+    with SQLiteStore(path) as store:
+        manager = MessageManager(system=system())
+        store.attach(manager, "b")
+        manager.add_message(instruction="i")
+    assert manager.system is not None
+    instruction = manager.messages[1]
+    execute(path, "DELETE FROM messages WHERE position = 0")  # the branch still names the system
+    before = dump(path)
+    with SQLiteStore(path) as store, pytest.raises(CorruptStoreError) as caught:
+        store.load("b")
+    assert str(caught.value) == (
+        f"store {str(path)!r}, branch 'b': the branch names system message {manager.system.id}, position 0 holds None"
+    )
+    assert dump(path) == before
+
+    execute(path, "UPDATE messages SET position = 0")
+    before = dump(path)
+    with SQLiteStore(path) as store, pytest.raises(CorruptRecordError) as record_error:
+        store.load("b")
+    assert str(record_error.value) == (
+        f"store {str(path)!r}, branch 'b': the record of message {instruction.id} (position 0) is corrupt: "
+        "Instruction record at position 0, which is the system message's"
+    )
+    assert dump(path) == before
+
+
+def test_files_that_are_not_lionmsg_stores_are_refused_unchanged(tmp_path: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_bytes(b"just some text, long enough to have a header" * 3)
+    with pytest.raises(StoreError, match=f"^cannot open store {re.escape(repr(str(text)))}: file is not a database$"):
+        SQLiteStore(text)
+    assert text.read_bytes() == b"just some text, long enough to have a header" * 3
+
+    other = tmp_path / "other.db"
+    execute(other, "CREATE TABLE things (x)")
+    before = dump(other)
+    message = f"store {str(other)!r}: a SQLite database, but not a lionmsg store"
+    with pytest.raises(StoreError, match=f"^{re.escape(message)}$"):
+        SQLiteStore(other)
+    assert dump(other) == before
+
+    newer = tmp_path / "newer.db"
+    SQLiteStore(newer).close()
+    execute(newer, "PRAGMA user_version = 2")
+    message = f"store {str(newer)!r}: format version 2; this lionmsg reads version 1 only"
+    with pytest.raises(StoreError, match=f"^{re.escape(message)}$"):
+        SQLiteStore(newer)
+
+
+# -- failed writes and changes behind the manager's back --------------------------------------------
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Another writer holds the file's write lock."""
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+
+
+def test_a_failed_write_is_raised_and_the_next_write_rewrites_the_branch(path: Path) -> None:
+    with SQLiteStore(path, timeout=0.01) as store:
+        manager = MessageManager()
+        store.attach(manager, "b")
+        first = manager.add_message(instruction="one")
+        second = manager.add_message(instruction="two")
+        with locked(path):
+            message = f"store {str(path)!r}, branch 'b': cannot write message {first.id}: database is locked"
+            with pytest.raises(StoreError, match=f"^{re.escape(message)}$"):
+                manager.add_message(instruction=first, guidance="edited")  # a replace: the row count stays
+        assert first.content.guidance == "edited"  # the change stayed in the history, as with any observer failure
+        assert "edited" not in rows(path, "b")[0][2]
+        manager.add_message(instruction=second, guidance="also")  # the count agrees; the failure is remembered
+        assert_same_history(store.load("b"), manager)
+
+        with locked(path):
+            with pytest.raises(StoreError, match=r"cannot write the cleared history: database is locked$"):
+                manager.clear_messages()
+            with pytest.raises(StoreError, match=r"cannot write the system message: database is locked$"):
+                manager.set_system(system())
+        assert len(rows(path, "b")) == 2
+        manager.add_message(instruction="three")
+        assert_same_history(store.load("b"), manager)
+
+
+def test_a_message_that_cannot_be_serialized_is_raised_and_caught_up_once_fixed(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager()
+    store.attach(manager, "b")
+    ask = manager.add_message(instruction="x")
+    with pytest.raises(ValueError, match=r"^Unable to serialize unknown type: <class 'object'>$"):
+        manager.add_message(instruction=ask, context=[object()])  # a replace that cannot be stored
+    assert json.loads(rows(path, "b")[0][2])["content"] == {"instruction": "x"}  # the old row stands
+    ask.content.prompt_context = ["fixed"]
+    manager.add_message(instruction="y")  # the count agrees, but the failure is remembered
+    assert_same_history(store.load("b"), manager)
+
+
+def test_changes_behind_the_managers_back_are_caught_up(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager()
+    attachment = store.attach(manager, "b")
+    one = manager.add_message(instruction="one")
+    manager.add_message(instruction="two")
+    manager.messages.exclude(one)  # no observer, no hook
+    manager.add_message(instruction="three")  # the count differs: rewritten
+    assert_same_history(store.load("b"), manager)
+    manager.messages.include(Instruction(content={"instruction": "sneaked in"}))
+    attachment.sync()
+    assert_same_history(store.load("b"), manager)
+
+
+def test_ordinary_writes_never_rewrite_the_branch(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    rewrites: list[str] = []
+    original = SQLiteStore._rewrite
+
+    def counting(self: SQLiteStore, connection: sqlite3.Connection, attachment: Attachment) -> None:
+        rewrites.append(attachment.branch_id)
+        original(self, connection, attachment)
+
+    monkeypatch.setattr(SQLiteStore, "_rewrite", counting)
+    manager = MessageManager(messages=[Instruction()])
+    store.attach(manager, "b")
+    assert rewrites == ["b"]  # attaching writes the history once
+    ask = manager.add_message(instruction="x")
+    call = manager.add_message(action_function="f")
+    manager.add_message(action_request=call, action_output=1)
+    manager.add_message(instruction=ask, guidance="g")
+    manager.set_system(system())
+    manager.set_system(system("other"))
+    manager.add_message(system="third")
+    manager.clear_messages()
+    manager.add_message(assistant_response="y")
+    assert rewrites == ["b"]
+
+
+# -- the history hooks ------------------------------------------------------------------------------
+
+
+def test_watch_history_reports_returned_changes_only() -> None:
+    manager = MessageManager()
+    events: list[str] = []
+    unwatch = watch_history(manager, events.append)
+    manager.set_system(system())
+    manager.clear_messages()
+    asyncio.run(manager.aclear_messages())
+    manager.add_message(system="via add")
+    with pytest.raises(ValueError, match=r"^System message must be a System instance\.$"):
+        manager.set_system("nope")  # type: ignore[arg-type]
+    assert events == ["system", "clear", "clear", "system"]
+    unwatch()
+    manager.clear_messages()
+    assert events == ["system", "clear", "clear", "system"]
+    assert "set_system" not in vars(manager)
+
+
+def test_watch_history_runs_every_listener_and_raises_failures_after() -> None:
+    manager = MessageManager()
+    seen: list[str] = []
+
+    def failing(event: str) -> None:
+        raise RuntimeError(f"listener failed on {event}")
+
+    watch_history(manager, failing)
+    watch_history(manager, seen.append)
+    with pytest.raises(RuntimeError, match=r"^listener failed on clear$"):
+        manager.clear_messages()
+    assert seen == ["clear"]
+
+
+def test_histories_attached_to_one_store_may_be_used_from_several_threads(store: SQLiteStore, path: Path) -> None:
+    managers = {f"t{i}": MessageManager(system=system(f"t{i}")) for i in range(4)}
+    for name, manager in managers.items():
+        store.attach(manager, name)
+
+    def work(manager: MessageManager) -> None:
+        for i in range(40):
+            message = manager.add_message(instruction=f"m{i}")
+            if i % 10 == 9:
+                manager.add_message(instruction=message, guidance="g")
+
+    threads = [threading.Thread(target=work, args=(manager,)) for manager in managers.values()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for name, manager in managers.items():
+        assert len(manager) == 41
+        assert_same_history(reloaded(path, name), manager)
