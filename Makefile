@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install generate check test test-compat demo clean
+.PHONY: install generate bundle check test test-compat fuzz demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,9 +15,14 @@ install: $(STAMP)
 
 generate: $(STAMP)
 	$(BIN)/python tools/generate.py
+	$(BIN)/python tools/bundle.py
+
+bundle: $(STAMP)
+	$(BIN)/python tools/bundle.py
 
 check: $(STAMP)
 	$(BIN)/python tools/generate.py --check
+	$(BIN)/python tools/bundle.py --check
 	$(BIN)/python tools/check_schemas.py
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -25,6 +30,11 @@ check: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The fuzz properties with many more examples than CI runs: make fuzz N=10000
+N ?= 2000
+fuzz: $(STAMP)
+	LIONMSG_FUZZ_EXAMPLES=$(N) $(BIN)/python -m pytest -q tests/test_fuzz.py
 
 # LionAGI 0.36.0 lives in its own environment: it is a reference, never a dependency.
 LIONAGI_VENV ?= .venv-lionagi
@@ -36,8 +46,9 @@ $(LIONAGI_VENV)/.installed:
 test-compat: $(STAMP) $(LIONAGI_VENV)/.installed
 	LIONMSG_LIONAGI_PYTHON=$(abspath $(LIONAGI_VENV))/bin/python $(BIN)/python -m pytest compat
 
+# The end-to-end demo (offline, deterministic); its files land in build/demo/.
 demo: $(STAMP)
-	$(BIN)/python examples/quickstart.py
+	$(BIN)/python examples/demo/demo.py build/demo
 
 clean:
 	rm -rf $(VENV) $(LIONAGI_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -497,3 +497,11 @@ def test_container_protocol() -> None:
     assert bool(manager)
     assert not bool(MessageManager())
     assert len(manager) == len(list(manager)) == 8
+
+
+def test_a_manager_record_round_trips_with_the_identity_of_its_pile_and_order() -> None:
+    manager = MessageManager(messages=[Instruction(content={"instruction": "hi"})], system=System())
+    loaded = MessageManager.from_dict(manager.to_dict())
+    assert loaded.to_dict() == manager.to_dict()
+    assert (loaded.messages.id, loaded.messages.created_at) == (manager.messages.id, manager.messages.created_at)
+    assert loaded.progression.id == manager.progression.id

@@ -25,7 +25,45 @@ def test_readme_python_examples_run() -> None:
         exec(compile(block, "README.md", "exec"), {})
 
 
-def test_demo_runs() -> None:
+def test_quickstart_runs() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "examples" / "quickstart.py")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "records written and reloaded into the same classes" in done.stdout
+
+
+def test_the_demo_runs_offline_and_prints_the_same_thing_every_time(tmp_path: Path) -> None:
+    outputs = []
+    for run in ("first", "second"):
+        out = tmp_path / run
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "demo" / "demo.py"), str(out)], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert (out / "histories.db").is_file()
+        assert (out / "exchange.json").is_file()
+        outputs.append(done.stdout.replace(str(out), "OUT"))
+    assert outputs[0] == outputs[1]
+    for line in (
+        "reloaded fresh: equal",
+        "records valid against the published schemas",
+        "== researcher ==",
+        "== writer ==",
+        "== provider chat messages (writer) ==",
+    ):
+        assert line in outputs[0]
+
+
+def test_the_readme_shows_the_demo_output() -> None:
+    demo = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "demo" / "demo.py"), "build/demo"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert demo.returncode == 0, demo.stderr
+    shown = README.split("```text\n$ make demo\n", 1)[1].split("```", 1)[0]
+    kept = [line for line in shown.splitlines() if line.strip() and line.strip() != "..."]
+    printed = demo.stdout.splitlines()
+    assert kept, "the README shows no demo output"
+    missing = [line for line in kept if line not in printed]
+    assert not missing, f"README lines the demo does not print: {missing}"

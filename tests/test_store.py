@@ -506,11 +506,12 @@ def test_files_that_are_not_lionmsg_stores_are_refused_unchanged(tmp_path: Path)
 
     other = tmp_path / "other.db"
     execute(other, "CREATE TABLE things (x)")
-    before = dump(other)
+    before, raw = dump(other), other.read_bytes()
     message = f"store {str(other)!r}: a SQLite database, but not a lionmsg store"
     with pytest.raises(StoreError, match=f"^{re.escape(message)}$"):
         SQLiteStore(other)
     assert dump(other) == before
+    assert other.read_bytes() == raw  # not even switched to WAL
 
     newer = tmp_path / "newer.db"
     SQLiteStore(newer).close()

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 __all__ = ["Element", "Node", "element_class", "record_error"]
 
 _CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+# The schema's form of `metadata.lion_class`: a class name, or a dotted path of identifiers ending in it.
+_LION_CLASS_PATH = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*")
 
 # For every Element class, itself and its subclasses by short name: what `metadata.lion_class` resolves
 # against. Scoped per class, so a same-named class in another hierarchy never shadows one (see _register).
@@ -68,8 +70,11 @@ def _register(base: type[Element], cls: type[Element]) -> None:
 
 
 def lion_class_name(value: str) -> str:
-    """The class a `lion_class` value names: the last segment of a dotted path."""
-    return value.rpartition(".")[2]
+    """The class a `lion_class` value names: the last segment of a dotted path of identifiers.
+
+    A value of any other form (`"a..Instruction"`, `".Instruction"`, `"my-pkg.Instruction"`) is returned
+    whole, so it names no class: the schemas reject it, and loading must agree."""
+    return value.rpartition(".")[2] if _LION_CLASS_PATH.fullmatch(value) else value
 
 
 class Element(BaseModel):

@@ -43,8 +43,15 @@ class MessageManager:
     ) -> None:
         if system is not None and not isinstance(system, System):
             raise ValueError("System message must be a System instance.")
+        identity: dict[str, Any] = {}
+        if isinstance(messages, Mapping):
+            # A serialized pile is this history's own record: keep its identity and its order's.
+            messages = Pile.from_dict(messages)
+            identity = {"id": messages.id, "created_at": messages.created_at, "metadata": dict(messages.metadata)}
+            if progression is None:
+                progression = messages.progression
         loaded = _messages_from(messages)
-        pile: Pile[Message] = Pile(loaded, item_type={Message}, strict_type=False, progression=progression)
+        pile: Pile[Message] = Pile(loaded, item_type={Message}, strict_type=False, progression=progression, **identity)
         systems = [message for message in pile if isinstance(message, System)]
         if len(systems) > 1:
             raise ValueError(f"a history holds one system message; the messages hold {len(systems)}")
@@ -245,8 +252,6 @@ def _messages_from(messages: Any) -> list[Message]:
     Pile, or a serialized pile; anything else is a TypeError (design.md §6.8)."""
     if messages is None:
         return []
-    if isinstance(messages, Mapping):
-        messages = Pile.from_dict(messages)
     if isinstance(messages, Pile):
         messages = list(messages)
     if not isinstance(messages, (list, tuple)):

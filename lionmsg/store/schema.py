@@ -57,6 +57,8 @@ def prepare(connection: sqlite3.Connection, path: str, synchronous: str) -> None
     lionmsg store of this format (creating the tables in an empty file). Raises StoreError naming the
     file when it is not a database, another database, or a format this version cannot read."""
     try:
+        # Refuse a foreign file before anything is written to it (switching to WAL is a write).
+        _check_or_create(connection, path, create=False)
         (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode.lower() != "wal" and mode.lower() != "memory":  # ":memory:" databases have no WAL
             raise StoreError(f"store {path!r}: cannot use the WAL journal (the file system gave {mode!r})")
@@ -73,14 +75,14 @@ def prepare(connection: sqlite3.Connection, path: str, synchronous: str) -> None
         raise StoreError(f"cannot open store {path!r}: {exc}") from exc
 
 
-def _check_or_create(connection: sqlite3.Connection, path: str) -> None:
+def _check_or_create(connection: sqlite3.Connection, path: str, create: bool = True) -> None:
     (application_id,) = connection.execute("PRAGMA application_id").fetchone()
     (version,) = connection.execute("PRAGMA user_version").fetchone()
     if application_id == 0 and version == 0:
         (objects,) = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
         if objects:
             raise StoreError(f"store {path!r}: a SQLite database, but not a lionmsg store")
-        for statement in _TABLES:
+        for statement in _TABLES if create else ():
             connection.execute(statement)
     elif application_id != APPLICATION_ID:
         raise StoreError(f"store {path!r}: a SQLite database, but not a lionmsg store")

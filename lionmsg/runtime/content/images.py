@@ -11,11 +11,11 @@ from __future__ import annotations
 import base64
 import re
 from typing import Any
-from urllib.parse import urlsplit
 
 __all__ = ["image_problem", "image_url"]
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+_HOST = re.compile(r"[A-Za-z]+://[^/?#]")
 _DATA_IMAGE = re.compile(r"data:image/(png|jpe?g|gif|webp);base64,(.*)", re.DOTALL)
 
 
@@ -42,7 +42,9 @@ def image_problem(ref: Any) -> str | None:
     if name in ("http", "https"):
         if any(c.isspace() for c in ref):
             return "an image URL must not contain white space"
-        return None if urlsplit(ref).netloc else "an image URL must name a host"
+        # The schema's rule, not urlsplit's: it rejects hosts (bad IPv6 brackets, NFKC tricks) that the
+        # schema accepts, and every client must agree on what is valid.
+        return None if _HOST.match(ref) else "an image URL must name a host"
     if name == "data":
         data = _DATA_IMAGE.fullmatch(ref)
         if data is None:

@@ -1,0 +1,73 @@
+"""Where the schema files are and how to read them.
+
+An installed wheel carries them as `lionmsg/_schemas/`; a source checkout (an editable install, the
+tests) reads the repository's `schemas/` directly, so there is one copy to edit.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BUNDLE_NAME", "KINDS", "kind_of_class", "load_bundle", "load_schema", "schema_dir", "schema_names"]
+
+BUNDLE_NAME = "bundle.json"
+
+KINDS: dict[str, str] = {
+    "message": "Message",
+    "system": "System",
+    "instruction": "Instruction",
+    "assistant_response": "AssistantResponse",
+    "action_request": "ActionRequest",
+    "action_response": "ActionResponse",
+}
+"""Record kinds by schema name (`messages/<kind>.schema.json`), with the class each one is."""
+
+_KIND_BY_CLASS = {cls: kind for kind, cls in KINDS.items()}
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def schema_dir() -> Path:
+    """The directory holding the schema files and the bundle."""
+    for candidate in (_PACKAGE / "_schemas", _PACKAGE.parent / "schemas"):
+        if (candidate / BUNDLE_NAME).is_file():
+            return candidate
+    raise FileNotFoundError(f"no lionmsg schemas next to {_PACKAGE} (expected _schemas/ or ../schemas/)")
+
+
+def schema_names() -> list[str]:
+    """Every schema file, by its path relative to the schema directory (`messages/system.schema.json`)."""
+    root = schema_dir()
+    return sorted(path.relative_to(root).as_posix() for path in root.rglob("*.schema.json"))
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    """One schema file by relative path; `messages/system` and `system` (a kind) are accepted too."""
+    if name in KINDS or name in _KIND_BY_CLASS:
+        name = f"messages/{_KIND_BY_CLASS.get(name, name)}"
+    if not name.endswith(".schema.json"):
+        name += ".schema.json"
+    if name not in schema_names():
+        raise KeyError(f"no schema named {name!r}; known: {', '.join(schema_names())}")
+    loaded: dict[str, Any] = json.loads((schema_dir() / name).read_text(encoding="utf-8"))
+    return loaded
+
+
+@cache
+def _bundle_text() -> str:
+    return (schema_dir() / BUNDLE_NAME).read_text(encoding="utf-8")
+
+
+def load_bundle() -> dict[str, Any]:
+    """A fresh copy of the bundled document (every schema under `$defs`, `$id`s kept)."""
+    bundle: dict[str, Any] = json.loads(_bundle_text())
+    return bundle
+
+
+def kind_of_class(lion_class: Any) -> str:
+    """The kind a `metadata.lion_class` value names (its last dotted segment), `message` otherwise."""
+    if isinstance(lion_class, str):
+        return _KIND_BY_CLASS.get(lion_class.rsplit(".", 1)[-1], "message")
+    return "message"

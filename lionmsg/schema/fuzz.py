@@ -1,0 +1,51 @@
+"""Generate a stream of schema-valid records outside a test run (`lionmsg fuzz`).
+
+Hypothesis drives generation through a test function; each run stops after `max_examples` distinct
+examples, so runs are chained (each with the next seed) until enough records came out.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis.strategies import SearchStrategy
+
+from lionmsg.schema.strategies import records
+
+__all__ = ["generate_records"]
+
+
+def generate_records(count: int, kind: str | None = None, start_seed: int | None = None) -> Iterator[dict[str, Any]]:
+    """`count` records of one kind (all kinds when None); the same seed gives the same records."""
+    strategy = records(kind)
+    rng = random.Random(start_seed)
+    made = 0
+    while made < count:
+        batch = _batch(strategy, min(count - made, 1000), rng.getrandbits(64))
+        if not batch:  # cannot happen for our schemas; guard against an endless loop anyway
+            raise RuntimeError(f"hypothesis generated no {kind or 'record'} examples")
+        for record in batch[: count - made]:
+            made += 1
+            yield record
+
+
+def _batch(strategy: SearchStrategy[dict[str, Any]], size: int, seed_value: int) -> list[dict[str, Any]]:
+    batch: list[dict[str, Any]] = []
+
+    @seed(seed_value)
+    @settings(
+        max_examples=size,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(record=strategy)
+    def collect(record: dict[str, Any]) -> None:
+        batch.append(record)
+
+    collect()
+    return batch

@@ -1,0 +1,123 @@
+"""Validate records against the published schemas, with errors a person can act on.
+
+The verdict is the union schema's (`record.schema.json`, the bundle's root). A union failure alone says
+little ("not valid under any of the given schemas"), so the errors come from the one kind the record
+names by `metadata.lion_class` (the generic Message when it names none), each with where it is in the
+record and where the broken rule is in the schema files.
+
+Needs the `cli` extra (jsonschema, referencing).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urldefrag, urljoin
+
+import referencing
+import referencing.jsonschema
+from jsonschema import ValidationError
+from jsonschema.protocols import Validator
+from jsonschema.validators import Draft202012Validator, extend
+
+from lionmsg.schema.files import kind_of_class, load_bundle
+from lionmsg.schema.patterns import python_pattern
+
+__all__ = ["RecordError", "RecordValidator"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    """One broken rule: `location` in the record (a JSONPath), `schema_path` as `file#/json/pointer`."""
+
+    location: str
+    schema_path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.message} (schema: {self.schema_path})"
+
+
+def _ecma_pattern(
+    validator: Validator, pattern: str, instance: Any, schema: dict[str, Any]
+) -> Iterator[ValidationError]:
+    if isinstance(instance, str) and re.search(python_pattern(pattern), instance) is None:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_Draft: type[Validator] = extend(Draft202012Validator, {"pattern": _ecma_pattern})  # type: ignore[no-untyped-call]
+
+
+def _without_dialects(bundle: dict[str, Any]) -> dict[str, Any]:
+    """The bundle without `$schema` keys (each file is 2020-12, like the bundle itself).
+
+    jsonschema picks a validator class for every subschema that names a dialect, which would swap our
+    ECMA `pattern` back for Python's inside every `$ref` target."""
+    copy = {key: value for key, value in bundle.items() if key != "$schema"}
+    copy["$defs"] = {
+        name: {key: value for key, value in schema.items() if key != "$schema"}
+        for name, schema in bundle["$defs"].items()
+    }
+    return copy
+
+
+class RecordValidator:
+    """Validators for the union and each kind, built once from the bundle."""
+
+    def __init__(self, bundle: dict[str, Any] | None = None) -> None:
+        self._bundle = _without_dialects(bundle if bundle is not None else load_bundle())
+        resource = referencing.jsonschema.DRAFT202012.create_resource(self._bundle)
+        # No `retrieve`: a $ref outside the bundle fails instead of touching the network.
+        self._registry: referencing.Registry[Any] = (
+            referencing.Registry().with_resource(self._bundle["$id"], resource).crawl()
+        )
+        self._base = self._bundle["$id"].rsplit("/", 1)[0] + "/"
+        self._union = _Draft(self._bundle, registry=self._registry)
+        self._kinds = {
+            name.removeprefix("messages."): _Draft(schema, registry=self._registry)
+            for name, schema in self._bundle["$defs"].items()
+            if name.startswith("messages.")
+        }
+
+    def is_valid(self, record: Any) -> bool:
+        return bool(self._union.is_valid(record))
+
+    def kind_of(self, record: Any) -> str:
+        """The kind a record claims to be (`instruction`, ...; `message` when it names none)."""
+        metadata = record.get("metadata") if isinstance(record, dict) else None
+        return kind_of_class(metadata.get("lion_class") if isinstance(metadata, dict) else None)
+
+    def errors(self, record: Any) -> list[RecordError]:
+        """Every broken rule, in record order; empty when the record is valid."""
+        if self.is_valid(record):
+            return []
+        validator = self._kinds[self.kind_of(record)]
+        found = sorted(validator.iter_errors(record), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+        if not found:  # valid as its kind, yet not exactly one kind of the union: report the union's view
+            validator, found = self._union, list(self._union.iter_errors(record))
+        return [RecordError(error.json_path, self._schema_path(validator, error), error.message) for error in found]
+
+    def _schema_path(self, validator: Validator, error: ValidationError) -> str:
+        """Follow the error's schema path through `$ref`s to the file and JSON pointer of the rule.
+
+        jsonschema leaves the `$ref` step out of the path: a key a node lacks is looked up in its target."""
+        node: Any = validator.schema
+        uri, pointer = node["$id"], ""  # the bundle's own id for the union: a file like any other
+        for key in error.absolute_schema_path:
+            if key == "$ref" and isinstance(node, dict) and "$ref" in node:
+                node, uri, pointer = self._follow(node, uri)
+                continue
+            while isinstance(node, dict) and key not in node and "$ref" in node:
+                node, uri, pointer = self._follow(node, uri)
+            node = node[key]
+            pointer += "/" + str(key).replace("~", "~0").replace("/", "~1")
+        return f"{uri.removeprefix(self._base)}#{pointer}"
+
+    def _follow(self, node: dict[str, Any], uri: str) -> tuple[Any, str, str]:
+        target, fragment = urldefrag(urljoin(uri, node["$ref"]))
+        found: Any = self._registry.contents(target)
+        for part in [p for p in fragment.split("/") if p]:
+            found = found[part.replace("~1", "/").replace("~0", "~")]
+        return found, target, fragment

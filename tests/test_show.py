@@ -1,0 +1,159 @@
+"""`lionmsg show` and the conversation table: every kind of stored history prints the same table, and
+bad input is a one-line error with the documented exit status, never a traceback."""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+
+from lionmsg import Branch, Exchange, MessageManager, MessageRole, System
+from lionmsg.cli import main
+from lionmsg.runtime.render.table import address_label, conversation_table
+from lionmsg.store import SQLiteStore, save_snapshot
+
+PEER = UUID("11111111-1111-4111-8111-111111111111")
+
+
+def history() -> MessageManager:
+    manager = MessageManager(system=System(content={"system_message": "Be terse."}))
+    manager.add_message(instruction="Add 2 and 2.", images=["https://example.org/a.png"], sender="user")
+    request = manager.add_message(action_function="add", action_arguments={"a": 2, "b": 2})
+    manager.add_message(action_request=request, action_output=4)
+    manager.add_message(assistant_response="4\n(four)", sender=PEER, recipient=None)
+    return manager
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(list(argv), out=out), out.getvalue()
+
+
+def test_the_table_has_one_aligned_row_per_message() -> None:
+    table = conversation_table(history(), names={PEER: "peer"}).splitlines()
+    assert table[0].split() == ["#", "role", "class", "from", "→", "to", "content"]
+    assert set(table[1].replace(" ", "")) == {"-"}
+    assert [row.split()[:3] for row in table[2:]] == [
+        ["0", "system", "System"],
+        ["1", "user", "Instruction"],
+        ["2", "action", "ActionRequest"],
+        ["3", "action", "ActionResponse"],
+        ["4", "assistant", "AssistantResponse"],
+    ]
+    assert table[2].endswith("system → assistant  Be terse.")
+    assert table[3].endswith("Instruction: Add 2 and 2. [+1 image]")
+    assert table[6].endswith("peer → user         4 (four)")  # newlines folded
+    column = table[0].index("content")
+    assert [row[column:] for row in table[2:4]] == ["Be terse.", "Instruction: Add 2 and 2. [+1 image]"]
+
+
+def test_long_content_is_cut_with_an_ellipsis_and_labels_are_short() -> None:
+    manager = MessageManager()
+    manager.add_message(instruction="x" * 200)
+    row = conversation_table(manager, content_width=20).splitlines()[2]
+    assert row.endswith("Instruction: xxxxxx…")
+    assert address_label(PEER) == "11111111"
+    assert address_label(None) == "*"  # broadcast
+    assert address_label(MessageRole.UNSET) == "unset"
+    assert address_label("tool") == "tool"
+
+
+def test_show_prints_every_branch_of_a_store_and_one_on_request(tmp_path: Path) -> None:
+    database = tmp_path / "h.db"
+    manager = history()
+    with SQLiteStore(database) as store:
+        store.attach(manager, "first")
+        store.attach(MessageManager(system=System()), "second")
+    status, text = run("show", str(database))
+    assert status == 0
+    assert "branch first (5 messages)" in text
+    assert "branch second (1 messages)" in text
+    status, text = run("show", str(database), "--branch", "first", "--chat")
+    assert status == 0
+    assert "branch second" not in text
+    assert conversation_table(manager) in text
+    chat = json.loads(text[text.index("\n[") + 1 :])
+    assert chat == manager.to_chat_msgs()
+
+
+@pytest.mark.parametrize("kind", ["manager", "branch"])
+def test_show_prints_a_snapshot(tmp_path: Path, kind: str) -> None:
+    manager = history()
+    path = tmp_path / "snap.json"
+    save_snapshot(manager if kind == "manager" else Branch(msgs=manager), path)
+    status, text = run("show", str(path))
+    assert status == 0
+    assert conversation_table(manager) in text
+
+
+def test_show_prints_the_mailboxes_of_an_exchange_snapshot(tmp_path: Path) -> None:
+    import asyncio
+
+    exchange = Exchange()
+    a, b = exchange.register(PEER).owner(), exchange.register(UUID(int=7)).owner()
+    exchange.send(a, b, "hello b")
+    asyncio.run(exchange.collect_all())
+    exchange.send(b, None, "queued")
+    path = tmp_path / "exchange.json"
+    save_snapshot(exchange, path)
+    status, text = run("show", str(path))
+    assert status == 0
+    assert f"owner {b}: inbox_{a}" in text
+    assert "hello b" in text
+    assert f"owner {b}: outbox" in text
+    assert f"owner {a}: outbox" not in text  # an empty outbox is left out
+
+
+def test_show_prints_json_lines_records(tmp_path: Path) -> None:
+    manager = history()
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join(m.to_json() for m in manager) + "\n", encoding="utf-8")
+    status, text = run("show", str(path))
+    assert status == 0
+    assert conversation_table(manager) in text
+
+
+def test_a_bad_record_names_its_line_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_text(history().messages[0].to_json() + '\n{"id": 3}\n', encoding="utf-8")
+    status, text = run("show", str(path))
+    assert status == 1
+    assert text == ""
+    error = capsys.readouterr().err
+    assert error.startswith(f"lionmsg: {path}:2: not a message record: ")
+    assert "Traceback" not in error
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["show", "{missing}"], "lionmsg: cannot read {missing}: No such file or directory\n"),
+        (["show", "{records}", "--branch", "x"], "lionmsg: --branch applies to a SQLite store only\n"),
+        (["show", "{store}", "--branch", "nope"], "lionmsg: unknown branch 'nope' in store '{store}'\n"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    paths = {"missing": tmp_path / "missing.db", "records": tmp_path / "r.jsonl", "store": tmp_path / "s.db"}
+    paths["records"].write_text("", encoding="utf-8")
+    SQLiteStore(paths["store"]).close()
+    status, _ = run(*(arg.format(**paths) for arg in argv))
+    assert status == 2
+    assert capsys.readouterr().err == message.format(**paths)
+
+
+def test_a_foreign_sqlite_file_is_refused_and_left_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE things (x)")
+    connection.close()
+    raw = path.read_bytes()
+    status, _ = run("show", str(path))
+    assert status == 1
+    assert capsys.readouterr().err == f"lionmsg: store {str(path)!r}: a SQLite database, but not a lionmsg store\n"
+    assert path.read_bytes() == raw

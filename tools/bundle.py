@@ -1,0 +1,71 @@
+"""Write the bundled schema document: every file of `schemas/` embedded in one JSON document.
+
+    python tools/bundle.py            write schemas/bundle.json
+    python tools/bundle.py --check    exit 1 when it is stale
+
+The bundle is a 2020-12 compound document (design.md §3): each schema file sits under `$defs` with its
+own `$id` kept, so its relative `$ref`s resolve inside the document and nothing is fetched. It is for
+tools that do not resolve references across files (hypothesis-jsonschema, check-jsonschema, clients in
+other languages). Its root validates any record: it refers to `record.schema.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from generate import SCHEMA_DIR, SchemaSet
+
+BUNDLE_NAME = "bundle.json"
+# Bumped when the record shapes change: minor for additions old readers may ignore, major (with a new
+# `$id` base) for anything that makes an old record invalid or changes its meaning.
+SCHEMA_VERSION = "1.0.0"
+BASE_URI = "https://lionmsg.dev/schemas/v1/"
+
+
+def def_name(path: str) -> str:
+    """The `$defs` key of a schema file: `messages/instruction.schema.json` -> `messages.instruction`."""
+    return path.removesuffix(".schema.json").replace("/", ".")
+
+
+def build(schemas: SchemaSet) -> dict[str, Any]:
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": BASE_URI + BUNDLE_NAME,
+        "title": "lionmsg records",
+        "description": (
+            "Every lionmsg schema in one document. The root validates any message record; each kind is "
+            "under $defs by its file name (messages.instruction, ...), with its $id kept."
+        ),
+        "x-lionmsg-schema-version": SCHEMA_VERSION,
+        "$ref": "record.schema.json",
+        "$defs": {def_name(path): schema for path, schema in sorted(schemas.by_path.items())},
+    }
+
+
+def render(schemas: SchemaSet) -> str:
+    return json.dumps(build(schemas), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail when the bundle is stale")
+    parser.add_argument("--schemas", type=Path, default=SCHEMA_DIR)
+    args = parser.parse_args(argv)
+    text = render(SchemaSet.load(args.schemas))
+    target = args.schemas / BUNDLE_NAME
+    if args.check:
+        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+            print(f"{target} is stale: run `make bundle`", file=sys.stderr)
+            return 1
+        return 0
+    target.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
