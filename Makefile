@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install generate bundle check test test-compat fuzz demo clean
+.PHONY: install generate bundle check test test-compat fuzz ts-check demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,20 @@ generate: $(STAMP)
 bundle: $(STAMP)
 	$(BIN)/python tools/bundle.py
 
-check: $(STAMP)
+# The TypeScript client (clients/typescript): Node.js from the machine, npm packages pinned by the lock
+# file. npm ci rewrites node_modules/.package-lock.json, so it is newer than the lock after an install.
+TS_DIR := clients/typescript
+NODE_STAMP := $(TS_DIR)/node_modules/.package-lock.json
+
+$(NODE_STAMP): $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
+	cd $(TS_DIR) && npm ci --no-audit --no-fund
+	touch $@
+
+# Types generated from schemas/ (not committed), then tsc --strict over the client (compiled to build/).
+ts-check: $(NODE_STAMP)
+	cd $(TS_DIR) && node scripts/generate-types.mjs && ./node_modules/.bin/tsc -p tsconfig.json
+
+check: $(STAMP) ts-check
 	$(BIN)/python tools/generate.py --check
 	$(BIN)/python tools/bundle.py --check
 	$(BIN)/python tools/check_schemas.py
@@ -28,7 +41,8 @@ check: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: $(STAMP)
+# The cross-language tests need node_modules and the compiled client.
+test: $(STAMP) ts-check
 	$(BIN)/python -m pytest
 
 # The fuzz properties with many more examples than CI runs: make fuzz N=10000
@@ -52,3 +66,4 @@ demo: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(LIONAGI_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(TS_DIR)/node_modules $(TS_DIR)/build $(TS_DIR)/src/generated

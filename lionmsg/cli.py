@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from lionmsg.runtime.wire import loads_json
 from lionmsg.schema.files import BUNDLE_NAME, KINDS, load_schema, schema_dir, schema_names
 
 __all__ = ["main"]
@@ -75,18 +76,25 @@ def _read(path: str, stdin: TextIO) -> str:
 def _entries(path: str, text: str) -> Iterator[_Entry]:
     """JSON Lines for `.jsonl`/`.ndjson`/stdin; otherwise one JSON document (a record or a list of them)."""
     if path == "-" or path.endswith(_JSON_LINES_SUFFIXES):
-        for number, line in enumerate(text.splitlines(), start=1):
+        # Lines end at "\n" only: str.splitlines() also breaks at U+2028, U+0085, \x1c..., which JSON
+        # strings may hold raw (and `fuzz` writes them so), cutting a record in two.
+        for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             try:
-                yield _Entry(f"{path}:{number}", json.loads(line))
+                yield _Entry(f"{path}:{number}", loads_json(line))
             except json.JSONDecodeError as error:
                 yield _Entry(f"{path}:{number}", syntax_error=f"not valid JSON: {error.msg} (column {error.colno})")
+            except ValueError as error:
+                yield _Entry(f"{path}:{number}", syntax_error=f"not valid JSON: {error}")
         return
     try:
-        document = json.loads(text)
+        document = loads_json(text)
     except json.JSONDecodeError as error:
         yield _Entry(f"{path}:{error.lineno}", syntax_error=f"not valid JSON: {error.msg} (column {error.colno})")
+        return
+    except ValueError as error:
+        yield _Entry(path, syntax_error=f"not valid JSON: {error}")
         return
     if isinstance(document, list):
         for index, record in enumerate(document):
@@ -133,7 +141,10 @@ def _validate(args: argparse.Namespace, out: TextIO) -> int:
 
 def _id_of(record: Any) -> str:
     ident = record.get("id") if isinstance(record, dict) else None
-    return f" {ident}" if isinstance(ident, str) else ""
+    if not isinstance(ident, str):
+        return ""
+    # As given, unless it would break the one-line report (a newline, a control character): then quoted.
+    return f" {ident}" if ident.isprintable() else f" {json.dumps(ident)}"
 
 
 def _missing_extra(command: str, extra: str, error: ImportError) -> str:

@@ -226,3 +226,10 @@ def test_record_loader_is_stricter_than_the_python_constructor() -> None:
     assert InstructionContent.from_dict({"instruction": "q"}).instruction == "q"
     with pytest.raises(ValidationError, match="must be a string or null"):
         Message.from_dict(_record(content={"instruction": 5}))
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_from_json_reads_strict_json_only(number: str) -> None:
+    text = '{"id": "00000000-0000-4000-8000-000000000000", "created_at": 1, "content": {"x": ' + number + "}}"
+    with pytest.raises(ValueError, match=r"^not a JSON document: "):
+        Message.from_json(text)

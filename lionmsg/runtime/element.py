@@ -6,7 +6,6 @@ through a registry of classes defined in this process (never by importing a modu
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Mapping
@@ -23,6 +22,8 @@ from pydantic import (
     field_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from lionmsg.runtime.wire import loads_json
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -133,8 +134,8 @@ class Element(BaseModel):
     @classmethod
     def from_json(cls, text: str | bytes) -> Self:
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
+            data = loads_json(text)
+        except ValueError as exc:  # not JSON, or NaN/Infinity (which no record can hold)
             raise ValueError(f"not a JSON document: {exc}") from exc
         return cls.from_dict(data)
 

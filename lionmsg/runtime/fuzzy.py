@@ -43,12 +43,13 @@ from __future__ import annotations
 
 import ast
 import json
-import math
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel
+
+from lionmsg.runtime.wire import loads_json
 
 __all__ = ["MAX_TEXT_LENGTH", "fuzzy_dict"]
 
@@ -144,31 +145,16 @@ def _candidates(text: str) -> Iterator[str]:
 
 def _parse_object(text: str) -> dict[str, Any]:
     try:
-        value = _loads(text)
+        value = loads_json(text)
     except ValueError:
         try:
-            value = _loads(_to_strict_json(text))
+            value = loads_json(_to_strict_json(text))
         except json.JSONDecodeError as exc:
             # Its position is in the rewritten text, which the caller never saw.
             raise ValueError(exc.msg) from None
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object, got {_JSON_TYPE_NAMES.get(type(value), 'null')}")
     return value
-
-
-def _loads(text: str) -> Any:
-    return json.loads(text, parse_float=_finite_float, parse_constant=_reject_constant)
-
-
-def _finite_float(text: str) -> float:
-    number = float(text)
-    if not math.isfinite(number):
-        raise ValueError(f"non-finite number {text}")
-    return number
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"non-finite number {name}")
 
 
 def _to_strict_json(text: str) -> str:

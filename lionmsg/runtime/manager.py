@@ -19,6 +19,7 @@ from lionmsg.runtime.callbacks import MessageCallback, run_async_callbacks, run_
 from lionmsg.runtime.factories import create_action_response, create_message
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression
+from lionmsg.runtime.wire import loads_json
 
 __all__ = ["INVALID_PROGRESSION", "MessageManager"]
 
@@ -126,11 +127,14 @@ class MessageManager:
     ) -> Message:
         """Build or update one message (see `lionmsg.runtime.factories`), add or replace it, then call
         the observers. An observer's failure is raised after all have run; the message stays."""
-        arguments = {k: v for k, v in locals().items() if k != "self"}  # exactly the keyword arguments
+        # The keyword arguments that were given (None means "not given" for every one of them).
+        arguments = {k: v for k, v in locals().items() if v is not None and k != "self"}
         callbacks = list(self.on_message_added)
-        sync_preflight(callbacks)
+        if callbacks:
+            sync_preflight(callbacks)
         message = self._commit(arguments)
-        run_sync_callbacks(callbacks, message)
+        if callbacks:
+            run_sync_callbacks(callbacks, message)
         return message
 
     async def a_add_message(self, **arguments: Any) -> Message:
@@ -146,10 +150,8 @@ class MessageManager:
         message = create_message(**arguments)
         if isinstance(message, System):
             self.set_system(message)
-        elif message.id in self.messages:
-            self.messages.update(message)  # add-or-replace: same id, same index
         else:
-            self.messages.include(message)
+            self.messages.update(message)  # add-or-replace: a present id keeps its index
         return message
 
     create_action_response = staticmethod(create_action_response)
@@ -239,7 +241,7 @@ class MessageManager:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> MessageManager:
-        return cls.from_dict(json.loads(text))
+        return cls.from_dict(loads_json(text))
 
 
 def _chat_msg(message: Message) -> dict[str, Any]:

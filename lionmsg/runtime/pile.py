@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 from uuid import UUID
 
@@ -147,6 +147,13 @@ class Pile(Element, Generic[T]):
 
     def include(self, items: Any) -> bool:
         """Append the items not present yet; True when any was added."""
+        if isinstance(items, Element):  # the common case, kept cheap
+            self._check((items,))
+            if items.id in self._items:
+                return False
+            self._progression.append(items.id)
+            self._items[items.id] = items  # type: ignore[assignment]  # _check admitted it
+            return True
         new = self._as_items(items)
         self._check(new)
         added = False
@@ -159,6 +166,12 @@ class Pile(Element, Generic[T]):
 
     def update(self, items: Any) -> None:
         """Add or replace: an item whose id is present replaces the old one at the same position."""
+        if isinstance(items, Element):  # the common case, kept cheap
+            self._check((items,))
+            if items.id not in self._items:
+                self._progression.append(items.id)
+            self._items[items.id] = items  # type: ignore[assignment]  # _check admitted it
+            return
         new = self._as_items(items)
         self._check(new)
         for item in new:
@@ -275,7 +288,7 @@ class Pile(Element, Generic[T]):
             return [to_uuid(refs)]
         return [to_uuid(ref) for ref in refs]
 
-    def _check(self, items: list[Any]) -> None:
+    def _check(self, items: Sequence[Any]) -> None:
         """Every item must be an element this pile admits; raises before anything changes."""
         for item in items:
             kind = type(item)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
-__all__ = ["RecordFieldError", "matches"]
+__all__ = ["RecordFieldError", "loads_json", "matches"]
 
 
 @cache
@@ -37,3 +39,20 @@ class RecordFieldError(ValueError):
         first, *rest = sorted(names)
         others = f" (and {', '.join(map(repr, rest))})" if rest else ""
         return cls(first, f"{owner} has no field {first!r}{others}", record)
+
+
+def loads_json(text: str | bytes) -> Any:
+    """Strict JSON, as every other client reads it: `NaN`/`Infinity` and numbers beyond a double are
+    ValueErrors (Python's json module would turn them into floats no record can hold)."""
+    return json.loads(text, parse_float=_finite, parse_constant=_not_json)
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is out of range for a JSON number")
+    return number
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")

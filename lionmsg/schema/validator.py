@@ -10,6 +10,7 @@ Needs the `cli` extra (jsonschema, referencing).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,7 +48,21 @@ def _ecma_pattern(
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-_Draft: type[Validator] = extend(Draft202012Validator, {"pattern": _ecma_pattern})  # type: ignore[no-untyped-call]
+def _json_number(checker: Any, instance: Any) -> bool:
+    # JSON has no NaN or infinity: Python's json module reads them (`NaN`, `1e400`), no other client does.
+    if not isinstance(instance, (int, float)) or isinstance(instance, bool):
+        return False
+    try:
+        return math.isfinite(instance)
+    except OverflowError:  # an integer beyond a double (1e400 written out in digits): out of range too
+        return False
+
+
+_Draft: type[Validator] = extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator,
+    {"pattern": _ecma_pattern},
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("number", _json_number),
+)
 
 
 def _without_dialects(bundle: dict[str, Any]) -> dict[str, Any]:

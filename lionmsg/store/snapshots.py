@@ -31,6 +31,7 @@ from typing import Any, TypeVar, overload
 from lionmsg.runtime.branch import Branch
 from lionmsg.runtime.exchange import Exchange
 from lionmsg.runtime.manager import MessageManager
+from lionmsg.runtime.wire import loads_json
 from lionmsg.store.errors import SnapshotError
 
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_VERSION", "Snapshotable", "load_snapshot", "save_snapshot"]
@@ -75,7 +76,7 @@ def load_snapshot(path: str | os.PathLike[str], kind: type[Any] | None = None) -
     except UnicodeDecodeError as exc:
         raise SnapshotError(name, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     try:
-        document = json.loads(text, parse_constant=_no_constant)
+        document = loads_json(text)
     except json.JSONDecodeError as exc:
         raise SnapshotError(name, f"not JSON ({exc})") from exc
     except ValueError as exc:
@@ -141,7 +142,3 @@ def _fsync_directory(directory: Path) -> None:
             raise
     finally:
         os.close(descriptor)
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")

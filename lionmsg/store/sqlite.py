@@ -38,7 +38,6 @@ synchronous transaction per message.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -52,6 +51,7 @@ from uuid import UUID
 from lionmsg.generated.messages import ActionRequest, ActionResponse, Message, System
 from lionmsg.runtime.branch import Branch
 from lionmsg.runtime.manager import MessageManager
+from lionmsg.runtime.wire import loads_json
 from lionmsg.store.errors import CorruptRecordError, CorruptStoreError, StoreError, UnknownBranchError
 from lionmsg.store.hooks import HistoryEvent, watch_history
 from lionmsg.store.schema import prepare
@@ -331,7 +331,7 @@ class SQLiteStore:
         if not isinstance(record, str):
             raise corrupt(f"the record is a {type(record).__name__}, not JSON text")
         try:
-            data = json.loads(record, parse_constant=_no_constant)
+            data = loads_json(record)
         except ValueError as exc:  # JSONDecodeError (with line and column) or a NaN/Infinity constant
             raise corrupt(f"not JSON ({exc})") from exc
         try:
@@ -389,10 +389,6 @@ def _branch_key(branch_id: Any) -> str:
     if not branch_id:
         raise ValueError("a branch id cannot be empty")
     return branch_id
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
 
 
 def _nothing() -> None:

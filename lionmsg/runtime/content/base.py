@@ -40,8 +40,10 @@ class MessageContent:
     @classmethod
     def input_names(cls) -> frozenset[str]:
         """The names `from_dict` accepts: public dataclass fields plus `_INPUT_ALIASES`."""
-        names = frozenset(f.name for f in dataclasses.fields(cls) if not f.name.startswith("_"))  # type: ignore[arg-type]
-        return names | cls._INPUT_ALIASES
+        names = _INPUT_NAMES.get(cls)
+        if names is None:
+            names = _INPUT_NAMES[cls] = frozenset(_public_fields(cls)) | cls._INPUT_ALIASES
+        return names
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
@@ -59,15 +61,13 @@ class MessageContent:
     def field_values(self) -> dict[str, Any]:
         """The public field values, containers copied (shallowly) so the result is independent."""
         values: dict[str, Any] = {}
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            if f.name.startswith("_"):
-                continue
-            value = getattr(self, f.name)
+        for name in _public_fields(type(self)):
+            value = getattr(self, name)
             if isinstance(value, list):
                 value = list(value)
             elif isinstance(value, dict):
                 value = dict(value)
-            values[f.name] = value
+            values[name] = value
         return values
 
     def updated(self, **changes: Any) -> Self:
@@ -77,3 +77,16 @@ class MessageContent:
     def copy(self) -> Self:
         """A deep copy (classes referenced by a field, such as a response model, are shared)."""
         return copy.deepcopy(self)
+
+
+# Per content class, computed once: `dataclasses.fields` rebuilds its answer on every call.
+_INPUT_NAMES: dict[type[MessageContent], frozenset[str]] = {}
+_PUBLIC_FIELDS: dict[type[MessageContent], tuple[str, ...]] = {}
+
+
+def _public_fields(cls: type[MessageContent]) -> tuple[str, ...]:
+    names = _PUBLIC_FIELDS.get(cls)
+    if names is None:
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        names = _PUBLIC_FIELDS[cls] = tuple(f.name for f in fields if not f.name.startswith("_"))
+    return names

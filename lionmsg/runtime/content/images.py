@@ -15,6 +15,8 @@ from typing import Any
 __all__ = ["image_problem", "image_url"]
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+# ECMA-262's white space, as the schema spells it out (Python's str.isspace differs at the edges).
+_WHITE_SPACE = re.compile("[\t\n\x0b\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]")
 _HOST = re.compile(r"[A-Za-z]+://[^/?#]")
 _DATA_IMAGE = re.compile(r"data:image/(png|jpe?g|gif|webp);base64,(.*)", re.DOTALL)
 
@@ -40,7 +42,7 @@ def image_problem(ref: Any) -> str | None:
         return None if problem is None else f"not an http(s) URL, a data:image URI or raw base64: {problem}"
     name = scheme.group(0)[:-1].lower()
     if name in ("http", "https"):
-        if any(c.isspace() for c in ref):
+        if _WHITE_SPACE.search(ref):
             return "an image URL must not contain white space"
         # The schema's rule, not urlsplit's: it rejects hosts (bad IPv6 brackets, NFKC tricks) that the
         # schema accepts, and every client must agree on what is valid.

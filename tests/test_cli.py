@@ -1,0 +1,434 @@
+"""The `lionmsg` command (`lionmsg/cli.py`): schema, validate and fuzz, their output and exit status."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lionmsg.cli import main
+from lionmsg.schema.files import KINDS, schema_dir, schema_names
+from lionmsg.schema.validator import RecordValidator
+
+REPO = Path(__file__).resolve().parent.parent
+CASES = REPO / "tests" / "cases"
+VALID = sorted(CASES.glob("valid/*/*.json"))
+INVALID = sorted(CASES.glob("invalid/*/*.json"))
+SCRIPT = Path(sys.executable).parent / "lionmsg"
+VALIDATOR = RecordValidator()
+
+GOOD = {"id": "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f", "created_at": 1767225600.0, "content": "hi"}
+BAD_ID = "0b7e9c1a-2d3f-4a5b-9c6d-7e8f9a0b1c2d"
+BAD = {
+    "id": BAD_ID,
+    "created_at": 1767225600.0,
+    "metadata": {"lion_class": "Instruction"},
+    "content": {"image_detail": "ultra"},
+}
+BAD_REPORT = [
+    f"invalid Instruction record {BAD_ID}",
+    "    $.content.image_detail: 'ultra' is not one of ['low', 'high', 'auto', None]"
+    " (schema: content/instruction.schema.json#/properties/image_detail/enum)",
+]
+
+
+def run(*argv: str | Path) -> tuple[int, str]:
+    """`lionmsg ARGV` in process: the exit status and what it wrote to its output stream."""
+    out = io.StringIO()
+    status = main([str(arg) for arg in argv], out=out)
+    return status, out.getvalue()
+
+
+def summary(checked: int, invalid: int, unreadable: int = 0) -> str:
+    return f"{checked} record(s) checked, {invalid} invalid, {unreadable} file(s) unreadable\n"
+
+
+def lines_of(out: str) -> list[str]:
+    """Output lines: JSON Lines end at "\n" only (a JSON string may hold U+2028 raw; splitlines() would cut)."""
+    return out.split("\n")[:-1] if out.endswith("\n") else out.split("\n")
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
+
+
+@pytest.fixture(autouse=True)
+def _in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)  # reports name files as given: relative to the repository
+
+
+# -- schema ---------------------------------------------------------------------------------------
+
+
+def test_schema_prints_the_record_union_by_default() -> None:
+    status, out = run("schema")
+    assert status == 0
+    printed = json.loads(out)
+    assert printed["$id"] == "https://lionmsg.dev/schemas/v1/record.schema.json"
+    assert printed == json.loads((REPO / "schemas" / "record.schema.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    "name", ["instruction", "Instruction", "messages/instruction", "messages/instruction.schema.json"]
+)
+def test_schema_prints_one_schema_by_kind_class_or_file(name: str) -> None:
+    status, out = run("schema", name)
+    assert status == 0
+    printed = json.loads(out)
+    assert printed["$id"] == "https://lionmsg.dev/schemas/v1/messages/instruction.schema.json"
+    assert printed == json.loads((REPO / "schemas/messages/instruction.schema.json").read_text(encoding="utf-8"))
+
+
+def test_schema_prints_a_content_schema_by_file() -> None:
+    status, out = run("schema", "content/instruction.schema.json")
+    assert status == 0
+    assert json.loads(out)["$id"] == "https://lionmsg.dev/schemas/v1/content/instruction.schema.json"
+
+
+def test_schema_bundle_is_the_published_bundle_byte_for_byte() -> None:
+    status, out = run("schema", "--bundle")
+    assert status == 0
+    assert out == (REPO / "schemas" / "bundle.json").read_text(encoding="utf-8")
+    assert schema_dir() == REPO / "schemas"
+
+
+def test_schema_list_names_every_schema_file_and_the_bundle() -> None:
+    status, out = run("schema", "--list")
+    assert status == 0
+    listed = lines_of(out)
+    on_disk = sorted(p.relative_to(REPO / "schemas").as_posix() for p in (REPO / "schemas").rglob("*.schema.json"))
+    assert listed == [*on_disk, "bundle.json"]
+    assert listed[:-1] == schema_names()
+    assert {"record.schema.json", "envelope.schema.json", "messages/instruction.schema.json"} <= set(listed)
+
+
+def test_schema_unknown_name_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out = run("schema", "nope")
+    assert (status, out) == (2, "")
+    assert (
+        capsys.readouterr().err == f"lionmsg: no schema named 'nope.schema.json'; known: {', '.join(schema_names())}\n"
+    )
+
+
+def test_schema_bundle_and_list_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        run("schema", "--bundle", "--list")
+    assert raised.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+# -- validate: the corpus -------------------------------------------------------------------------
+
+
+def test_validate_accepts_every_valid_case() -> None:
+    status, out = run("validate", *map(rel, VALID))
+    assert (status, out) == (0, summary(len(VALID), 0))
+
+
+def _reports(out: str) -> dict[str, tuple[str, list[str]]]:
+    """`validate` output by file: the headline after `FILE: ` and the indented error lines under it."""
+    reports: dict[str, tuple[str, list[str]]] = {}
+    current: list[str] = []
+    for line in lines_of(out)[:-1]:
+        if line.startswith("    "):
+            current.append(line)
+            continue
+        where, _, headline = line.partition(": ")
+        assert where not in reports, f"{where} reported twice"
+        current = []
+        reports[where] = (headline, current)
+    return reports
+
+
+def test_validate_reports_every_invalid_case_one_by_one() -> None:
+    status, out = run("validate", *map(rel, INVALID))
+    assert status == 1
+    assert out.endswith(summary(len(INVALID), len(INVALID)))
+    reports = _reports(out)
+    assert sorted(reports) == sorted(map(rel, INVALID))
+    error_line = re.compile(r"    \$\S*: .+ \(schema: [a-z_/]+\.schema\.json#/\S*\)")
+    for path in INVALID:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        headline, errors = reports[rel(path)]
+        ident = record.get("id")
+        shown = "" if not isinstance(ident, str) else f" {ident}" if ident.isprintable() else f" {json.dumps(ident)}"
+        assert headline == f"invalid {KINDS[VALIDATOR.kind_of(record)]} record{shown}"
+        assert errors, f"{rel(path)}: no errors listed"
+        assert errors == [f"    {error}" for error in VALIDATOR.errors(record)]
+        for line in errors:
+            assert error_line.fullmatch(line), line
+
+
+def test_validate_quotes_an_id_that_would_break_the_report_line() -> None:
+    status, out = run("validate", "tests/cases/invalid/message/id-uuid-trailing-newline.json")
+    assert status == 1
+    assert lines_of(out)[0] == (
+        "tests/cases/invalid/message/id-uuid-trailing-newline.json: invalid Message record"
+        ' "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f\\n"'
+    )
+    assert len(lines_of(out)) == 3  # the headline, one error, the summary
+
+
+def test_validate_json_lines_end_at_newline_only(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    separators = {**GOOD, "content": "a\u2028b\u2029c\x85d\x1ce\x1df\x1eg\x0bh\x0ci"}
+    path.write_text(json.dumps(separators, ensure_ascii=False) + "\n" + json.dumps(BAD) + "\r\n", encoding="utf-8")
+    assert run("validate", path) == (1, f"{path}:2: {BAD_REPORT[0]}\n{BAD_REPORT[1]}\n" + summary(2, 1))
+
+
+@pytest.mark.parametrize(
+    ("case", "location", "schema_path"),
+    [
+        (
+            "instruction/image-detail-ultra.json",
+            "$.content.image_detail",
+            "content/instruction.schema.json#/properties/image_detail/enum",
+        ),
+        ("instruction/image-uri-ftp-scheme.json", "$.content.images[0]", "content/instruction.schema.json#/$defs/"),
+        ("message/id-uuid-trailing-newline.json", "$.id", "envelope.schema.json#/$defs/uuid/pattern"),
+        ("system/role-forged.json", "$.role", "messages/system.schema.json#/properties/role/const"),
+        ("action_request/arguments-json-string.json", "$.content.arguments", "content/action_request.schema.json#/"),
+        (
+            "action_response/action-response-request-id-bad.json",
+            "$.content.action_request_id",
+            "content/action_response.schema.json#/properties/action_request_id/anyOf",
+        ),
+        ("message/extra-top-level-key.json", "$", "envelope.schema.json#/additionalProperties"),
+    ],
+)
+def test_validate_names_where_the_record_and_the_rule_are(case: str, location: str, schema_path: str) -> None:
+    status, out = run("validate", f"tests/cases/invalid/{case}")
+    assert status == 1
+    assert any(line.startswith(f"    {location}: ") and f"(schema: {schema_path}" in line for line in lines_of(out)), (
+        out
+    )
+
+
+# -- validate: files ------------------------------------------------------------------------------
+
+
+def _lines(*records: Any) -> str:
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
+
+
+def test_validate_json_lines_reports_a_malformed_line_by_number(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_text(_lines(GOOD, GOOD, '{"id": oops}', "", BAD), encoding="utf-8")
+    status, out = run("validate", path)
+    assert status == 1
+    assert out == (
+        f"{path}:3: not valid JSON: Expecting value (column 8)\n"
+        f"{path}:5: {BAD_REPORT[0]}\n{BAD_REPORT[1]}\n" + summary(4, 2)
+    )
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".ndjson"])
+def test_validate_json_lines_of_valid_records_pass(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"records{suffix}"
+    path.write_text(_lines(GOOD, {**GOOD, "content": None}, "   "), encoding="utf-8")
+    assert run("validate", path) == (0, summary(2, 0))
+
+
+def test_validate_an_array_reports_items_by_index(tmp_path: Path) -> None:
+    path = tmp_path / "records.json"
+    path.write_text(json.dumps([GOOD, BAD, GOOD, 5]), encoding="utf-8")
+    status, out = run("validate", path)
+    assert status == 1
+    lines = lines_of(out)
+    assert lines[:2] == [f"{path}[1]: {BAD_REPORT[0]}", BAD_REPORT[1]]
+    assert lines[2].startswith(f"{path}[3]: invalid Message record")
+    assert out.endswith(summary(4, 2))
+
+
+def test_validate_a_malformed_json_document_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "record.json"
+    path.write_text('{\n  "id": "x",\n  "created_at": ,\n}\n', encoding="utf-8")
+    assert run("validate", path) == (1, f"{path}:3: not valid JSON: Expecting value (column 17)\n" + summary(1, 1))
+
+
+def test_validate_an_empty_file(tmp_path: Path) -> None:
+    empty_json, empty_lines = tmp_path / "empty.json", tmp_path / "empty.jsonl"
+    empty_json.write_bytes(b"")
+    empty_lines.write_bytes(b"")
+    assert run("validate", empty_json) == (
+        1,
+        f"{empty_json}:1: not valid JSON: Expecting value (column 1)\n" + summary(1, 1),
+    )
+    assert run("validate", empty_lines) == (0, summary(0, 0))  # JSON Lines: no line, no record
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"id": "x", "created_at": 1e400}', "1e400 is out of range for a JSON number"),
+        ('{"id": "x", "created_at": NaN}', "NaN is not a JSON value"),
+        ('{"id": "x", "created_at": -Infinity}', "-Infinity is not a JSON value"),
+    ],
+)
+def test_validate_numbers_json_does_not_have_are_syntax_errors(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "record.json"
+    path.write_text(text, encoding="utf-8")
+    assert run("validate", path) == (1, f"{path}: not valid JSON: {message}\n" + summary(1, 1))
+
+
+def test_validate_an_integer_beyond_a_double_is_invalid_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "record.json"
+    path.write_text(f'{{"id": "{GOOD["id"]}", "created_at": 1{"0" * 400}}}', encoding="utf-8")
+    status, out = run("validate", path)
+    assert status == 1
+    assert lines_of(out)[0] == f"{path}: invalid Message record {GOOD['id']}"
+    assert "(schema: envelope.schema.json#/properties/created_at/type)" in lines_of(out)[1]
+
+
+def test_validate_reads_json_lines_from_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(_lines(GOOD, "[1,", BAD)))
+    status, out = run("validate", "-")
+    assert status == 1
+    assert out == f"-:2: not valid JSON: Expecting value (column 4)\n-:3: {BAD_REPORT[0]}\n{BAD_REPORT[1]}\n" + summary(
+        3, 2
+    )
+
+
+def test_validate_a_missing_file_is_a_usage_error_and_the_rest_is_still_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.json"
+    status, out = run("validate", missing, rel(VALID[0]))
+    assert (status, out) == (2, summary(1, 0, 1))
+    assert capsys.readouterr().err == f"lionmsg: cannot read {missing}: No such file or directory\n"
+
+
+def test_validate_a_directory_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("validate", tmp_path) == (2, summary(0, 0, 1))
+    assert capsys.readouterr().err == f"lionmsg: cannot read {tmp_path}: Is a directory\n"
+
+
+def test_validate_non_utf8_bytes_are_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"content": "caf\xe9"}')
+    assert run("validate", path) == (2, summary(0, 0, 1))
+    assert (
+        capsys.readouterr().err
+        == f"lionmsg: cannot read {path}: not UTF-8 text (invalid continuation byte at byte 16)\n"
+    )
+
+
+def test_validate_an_unreadable_file_wins_over_an_invalid_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(BAD), encoding="utf-8")
+    status, out = run("validate", bad, tmp_path / "missing.jsonl")
+    assert status == 2
+    assert out.endswith(summary(1, 1, 1))
+    assert capsys.readouterr().err.startswith("lionmsg: cannot read ")
+
+
+def test_validate_needs_a_file(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        run("validate")
+    assert raised.value.code == 2
+    assert "the following arguments are required: FILE" in capsys.readouterr().err
+
+
+# -- fuzz -----------------------------------------------------------------------------------------
+
+
+def test_fuzz_emits_valid_records_of_the_kind_reproducibly(tmp_path: Path) -> None:
+    status, out = run("fuzz", "--count", "5", "--kind", "instruction", "--seed", "3")
+    assert status == 0
+    lines = lines_of(out)
+    assert len(lines) == 5
+    records = [json.loads(line) for line in lines]
+    assert all(VALIDATOR.kind_of(record) == "instruction" for record in records)
+    path = tmp_path / "fuzzed.jsonl"
+    path.write_text(out, encoding="utf-8")
+    assert run("validate", path) == (0, summary(5, 0))
+    assert run("fuzz", "--count", "5", "--kind", "instruction", "--seed", "3") == (0, out)
+    assert run("fuzz", "--count", "5", "--kind", "Instruction", "--seed", "3") == (0, out)  # the class name works too
+
+
+def test_fuzz_without_a_kind_emits_records_of_any_kind() -> None:
+    status, out = run("fuzz", "--count", "12", "--seed", "1")
+    assert status == 0
+    records = [json.loads(line) for line in lines_of(out)]
+    assert len(records) == 12
+    assert all(VALIDATOR.is_valid(record) for record in records)
+
+
+def test_fuzz_count_zero_emits_nothing() -> None:
+    assert run("fuzz", "--count", "0", "--kind", "system") == (0, "")
+
+
+def test_fuzz_unknown_kind_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("fuzz", "--kind", "nope") == (2, "")
+    assert capsys.readouterr().err == f"lionmsg: unknown kind 'nope'; choose from {', '.join(KINDS)}\n"
+
+
+@pytest.mark.parametrize(("count", "message"), [("-1", "must not be negative: -1"), ("x", "not a whole number: 'x'")])
+def test_fuzz_bad_count_is_an_argparse_error(count: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        run("fuzz", "--count", count)
+    assert raised.value.code == 2
+    assert f"lionmsg fuzz: error: argument --count: {message}" in capsys.readouterr().err
+
+
+# -- the installed console script -----------------------------------------------------------------
+
+
+def _script(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SCRIPT, *args], input=stdin, capture_output=True, text=True, cwd=REPO, timeout=120, check=False
+    )
+
+
+def test_console_script_validates_the_corpus() -> None:
+    done = _script("validate", *map(rel, VALID))
+    assert (done.returncode, done.stdout, done.stderr) == (0, summary(len(VALID), 0), "")
+    done = _script("validate", *map(rel, INVALID))
+    assert done.returncode == 1
+    assert sorted(_reports(done.stdout)) == sorted(map(rel, INVALID))
+
+
+def test_console_script_prints_the_schema_list() -> None:
+    done = _script("schema", "--list")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert lines_of(done.stdout) == [*schema_names(), "bundle.json"]
+
+
+def test_console_script_pipes_fuzz_into_validate() -> None:
+    fuzzed = _script("fuzz", "--count", "3", "--kind", "action_response", "--seed", "7")
+    assert (fuzzed.returncode, fuzzed.stderr) == (0, "")
+    done = _script("validate", "-", stdin=fuzzed.stdout)
+    assert (done.returncode, done.stdout, done.stderr) == (0, summary(3, 0), "")
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "status"),
+    [
+        (["validate", "tests/cases/missing.json"], "", 2),
+        (["validate", "tests/cases"], "", 2),
+        (["validate", "-"], "\x00\x01 not json\n", 1),
+        (["validate", "-"], '{"id": "x", "created_at": 1' + "0" * 400 + "}\n", 1),
+        (["validate", "-"], '[{"id": []}, 3, null]\n', 1),
+        (["validate", "-"], '{"metadata": {"lion_class": {"nested": 1}}}\n', 1),
+        (["schema", "../../etc/passwd"], "", 2),
+        (["fuzz", "--kind", "nope"], "", 2),
+        (["fuzz", "--count", "-1"], "", 2),
+        (["fuzz", "--seed", "abc"], "", 2),
+        (["frobnicate"], "", 2),
+        ([], "", 2),
+    ],
+)
+def test_bad_input_never_prints_a_traceback(args: list[str], stdin: str, status: int) -> None:
+    done = _script(*args, stdin=stdin)
+    assert done.returncode == status, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    if status == 2:
+        assert done.stderr.startswith(("lionmsg: ", "usage: lionmsg")), done.stderr
