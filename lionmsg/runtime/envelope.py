@@ -9,7 +9,7 @@ supplies what is not data shape: role fixing, routing predicates, rendering, cha
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from pydantic import computed_field, model_validator
 
@@ -18,6 +18,7 @@ from lionmsg.runtime.addressing import SenderRecipient, normalize_address
 from lionmsg.runtime.concepts import Sendable
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.element import Node, record_error
+from lionmsg.runtime.fastpath import MISSING, dump_address, json_copy, load_envelope
 from lionmsg.runtime.wire import RecordFieldError
 
 if TYPE_CHECKING:
@@ -126,6 +127,43 @@ class MessageBehaviour(Node, Sendable):
             recipient=self.recipient,
             channel=self.channel,
         )
+
+    # -- records: the fast roads (lionmsg.runtime.fastpath), pydantic's when they decline ----------
+
+    def to_dict(self, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
+        """The record: JSON-ready by default (`mode="python"` keeps UUIDs and enums as objects)."""
+        if mode == "json":
+            record = self._plain_record()
+            if record is not None:
+                return record
+        return self.model_dump(mode=mode)
+
+    def _plain_record(self) -> dict[str, Any] | None:
+        """`model_dump(mode="json")`, built directly when every value is plain JSON data already."""
+        values = self.__dict__
+        content = values["content"]
+        body = json_copy(content.to_dict() if isinstance(content, MessageContent) else content)
+        metadata = json_copy(values["metadata"])
+        if body is MISSING or metadata is MISSING:
+            return None
+        metadata["lion_class"] = type(self).__name__
+        embedding = values["embedding"]
+        return {
+            "id": str(values["id"]),
+            "created_at": values["created_at"],
+            "metadata": metadata,
+            "content": body,
+            "embedding": None if embedding is None else list(embedding),
+            "sender": dump_address(values["sender"]),
+            "recipient": dump_address(values["recipient"]),
+            "channel": values["channel"],
+            "role": self._role.value,
+        }
+
+    @classmethod
+    def _load_prepared(cls, record: dict[str, Any]) -> Self:
+        loaded = load_envelope(cls, record)
+        return loaded if loaded is not None else cls.model_validate(record)
 
     @classmethod
     def _prepare_record(cls, record: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from lionmsg.generated.content import InstructionContent
+from lionmsg.generated.content import AssistantResponseContent, InstructionContent
 from lionmsg.generated.messages import (
     ActionRequest,
     ActionResponse,
@@ -24,6 +24,7 @@ from lionmsg.generated.messages import (
     Message,
     System,
 )
+from lionmsg.runtime.fastpath import assemble
 
 __all__ = ["create_action_response", "create_message"]
 
@@ -48,13 +49,16 @@ def create_message(
 ) -> Message:
     """The one message the arguments describe (see the module docstring)."""
     kind = _kind(arguments)
-    given = {name for name, value in arguments.items() if _given(name, value)}
-    stray = sorted(given - _KIND_ARGUMENTS[kind])
-    if stray:
+    given = {name: value for name, value in arguments.items() if _given(name, value)}
+    if not given.keys() <= _KIND_ARGUMENTS[kind]:
+        stray = sorted(given.keys() - _KIND_ARGUMENTS[kind])
         raise ValueError(f"{', '.join(stray)} cannot be used when adding a message of kind {kind!r}")
-    routing = {key: value for key, value in (("sender", sender), ("recipient", recipient)) if value is not None}
-    build = _BUILDERS[kind]
-    message = build({name: arguments[name] for name in given}, routing)
+    routing = {}
+    if sender is not None:
+        routing["sender"] = sender
+    if recipient is not None:
+        routing["recipient"] = recipient
+    message = _BUILDERS[kind](given, routing)
     if metadata:
         message.metadata.update(metadata)
     return message
@@ -98,22 +102,22 @@ def _given(name: str, value: Any) -> bool:
 
 
 def _kind(arguments: dict[str, Any]) -> str:
-    responding = arguments.get("action_output") is not None or bool(arguments.get("action_response"))
-    requesting = bool(arguments.get("action_request")) or arguments.get("action_function") is not None
-    chosen = [
-        kind
-        for kind, selected in (
-            ("instruction", bool(arguments.get("instruction"))),
-            ("system", bool(arguments.get("system"))),
-            ("assistant_response", bool(arguments.get("assistant_response"))),
-            ("action_request", requesting and not responding),
-            ("action_response", responding),
-        )
-        if selected
-    ]
-    if len(chosen) > 1:
-        raise ValueError(ONE_KIND)
-    return chosen[0] if chosen else "instruction"
+    get = arguments.get
+    responding = get("action_output") is not None or bool(get("action_response"))
+    requesting = bool(get("action_request")) or get("action_function") is not None
+    chosen = None
+    for kind, selected in (
+        ("instruction", get("instruction")),
+        ("system", get("system")),
+        ("assistant_response", get("assistant_response")),
+        ("action_request", requesting and not responding),
+        ("action_response", responding),
+    ):
+        if selected:
+            if chosen is not None:
+                raise ValueError(ONE_KIND)
+            chosen = kind
+    return chosen or "instruction"
 
 
 def _instruction(given: dict[str, Any], routing: dict[str, Any]) -> Message:
@@ -122,7 +126,7 @@ def _instruction(given: dict[str, Any], routing: dict[str, Any]) -> Message:
         existing.update(**routing, **given)
         return existing
     fields = {"instruction": existing, **given} if existing is not None else given
-    return Instruction(content=InstructionContent.from_dict(fields), **routing)
+    return assemble(Instruction, InstructionContent.from_dict(fields), **routing)  # type: ignore[no-any-return]
 
 
 def _system(given: dict[str, Any], routing: dict[str, Any]) -> Message:
@@ -142,7 +146,8 @@ def _assistant_response(given: dict[str, Any], routing: dict[str, Any]) -> Messa
         response.update(**routing)
         return response
     if isinstance(response, str):
-        return AssistantResponse(content={"assistant_response": response}, **routing)
+        content = AssistantResponseContent(assistant_response=response)
+        return assemble(AssistantResponse, content, **routing)  # type: ignore[no-any-return]
     if isinstance(response, (dict, list, BaseModel)):  # a provider payload: normalise it
         return AssistantResponse.from_response(response, **routing)
     raise ValueError(f"assistant_response must be text, a provider response or an AssistantResponse, got {response!r}")

@@ -1,0 +1,106 @@
+"""The envelope's fast roads (lionmsg.runtime.fastpath) give exactly what pydantic's roads give, and
+step aside for anything they are not sure about."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from lionmsg import (
+    ActionRequest,
+    AssistantResponse,
+    Instruction,
+    Message,
+    MessageManager,
+    MessageRole,
+    System,
+)
+from lionmsg.runtime import fastpath
+from tests.samples import failed_action_response, rich_messages
+
+
+def everything() -> list[Message]:
+    return [*rich_messages(), failed_action_response(), *(cls() for cls in (Message, System, Instruction))]
+
+
+def state(message: Message) -> tuple[Any, ...]:
+    return (type(message), message.model_dump(), message.model_fields_set, message.__pydantic_extra__)
+
+
+@pytest.mark.parametrize("message", everything(), ids=lambda m: type(m).__name__)
+def test_the_fast_record_is_pydantics_json_dump(message: Message) -> None:
+    fast = message.to_dict()
+    assert fast == message.model_dump(mode="json")
+    assert list(fast) == list(message.model_dump(mode="json"))
+    assert fast["metadata"] is not message.metadata  # a copy, as a dump is
+
+
+@pytest.mark.parametrize("message", everything(), ids=lambda m: type(m).__name__)
+def test_the_fast_load_is_pydantics_validation(message: Message) -> None:
+    record = message.to_dict()
+    fast = Message.from_dict(record)
+    prepared = dict(record)
+    type(message)._prepare_record(prepared)
+    slow = type(message).model_validate(prepared)
+    assert state(fast) == state(slow)
+    assert fast.to_dict() == record
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"created_at": 3},  # an int: pydantic decides
+        {"id": str(uuid.uuid4()).upper()},
+        {"embedding": [1, 2.5]},
+        {"sender": str(uuid.uuid4())},
+        {"metadata": {"k": [1, {"x": None}]}},
+        {"channel": "ops"},
+    ],
+)
+def test_records_off_the_fast_road_load_the_same(change: dict[str, Any]) -> None:
+    record = {**Instruction(content={"instruction": "hi"}).to_dict(), **change}
+    prepared = dict(record)
+    Instruction._prepare_record(prepared)
+    assert state(Instruction.from_dict(record)) == state(Instruction.model_validate(prepared))
+
+
+def test_values_a_json_dump_must_convert_take_pydantics_road() -> None:
+    ident = uuid.uuid4()
+    message = Message(content={"who": ident}, metadata={"when": ident})
+    assert fastpath.json_copy(message.content) is fastpath.MISSING
+    assert message.to_dict() == message.model_dump(mode="json")
+    assert message.to_dict()["content"] == {"who": str(ident)}
+    nan = Message(content=[float("nan")])
+    assert nan.to_dict() == nan.model_dump(mode="json")
+
+
+def test_factory_built_messages_equal_constructor_built_ones() -> None:
+    manager = MessageManager()
+    built = manager.add_message(instruction="Summarise.", guidance="Briefly.", context=[{"doc": 1}], sender="user")
+    by_hand = Instruction(
+        content={"instruction": "Summarise.", "guidance": "Briefly.", "context": [{"doc": 1}]}, sender="user"
+    )
+    assert {**built.to_dict(), "id": None, "created_at": None} == {**by_hand.to_dict(), "id": None, "created_at": None}
+    assert built.model_fields_set == by_hand.model_fields_set
+    reply = manager.add_message(assistant_response="Done.", recipient=None)
+    assert type(reply) is AssistantResponse
+    assert reply.recipient is MessageRole.USER
+    assert reply.model_fields_set == {"content"}
+    built.sender = "assistant"  # assignment is still validated
+    assert built.sender is MessageRole.ASSISTANT
+    with pytest.raises(ValueError, match="Invalid sender or recipient"):
+        built.recipient = 3.5
+    request = manager.add_message(action_function="add", action_arguments={"a": 1})
+    assert type(request) is ActionRequest
+
+
+def test_fast_uuids_are_version_4_rfc_4122_uuids() -> None:
+    seen = {fastpath.new_uuid4() for _ in range(2000)}
+    assert len(seen) == 2000
+    for ident in list(seen)[:200]:
+        assert type(ident) is uuid.UUID
+        assert (ident.version, ident.variant) == (4, uuid.RFC_4122)
+        assert uuid.UUID(str(ident)) == ident
+        assert hash(uuid.UUID(str(ident))) == hash(ident)
