@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install generate bundle check test test-compat fuzz ts-check demo clean
+.PHONY: install generate bundle check test test-compat fuzz ts-check bench bench-smoke demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,10 +60,24 @@ $(LIONAGI_VENV)/.installed:
 test-compat: $(STAMP) $(LIONAGI_VENV)/.installed
 	LIONMSG_LIONAGI_PYTHON=$(abspath $(LIONAGI_VENV))/bin/python $(BIN)/python -m pytest compat
 
+# The benchmark's own environment: LionAGI 0.36.0 (the reference it is compared against) and matplotlib
+# (the plot). Neither is a lionmsg dependency. See bench/README.md.
+BENCH_VENV ?= .venv-bench
+$(BENCH_VENV)/.installed: bench/requirements.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
+	touch $@
+
+bench: $(STAMP) $(BENCH_VENV)/.installed
+	$(BIN)/python -m bench.run --lionagi-python $(abspath $(BENCH_VENV))/bin/python
+
+bench-smoke: $(STAMP) $(BENCH_VENV)/.installed
+	$(BIN)/python -m bench.run --smoke --lionagi-python $(abspath $(BENCH_VENV))/bin/python
+
 # The end-to-end demo (offline, deterministic); its files land in build/demo/.
 demo: $(STAMP)
 	$(BIN)/python examples/demo/demo.py build/demo
 
 clean:
-	rm -rf $(VENV) $(LIONAGI_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(LIONAGI_VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	rm -rf $(TS_DIR)/node_modules $(TS_DIR)/build $(TS_DIR)/src/generated

@@ -1,0 +1,1 @@
+"""The lionmsg benchmark harness: `make bench` (see bench/README.md). Not part of the lionmsg package."""

@@ -1,0 +1,242 @@
+"""The benchmark driver: `python -m bench.run` (what `make bench` and `make bench-smoke` call).
+
+For every (workload, system, N) it starts a fresh worker process under that system's interpreter
+(lionmsg and the floor under this one, LionAGI under `--lionagi-python`), collects the JSON it writes,
+then writes `latest.json`, `latest.md` (also printed) and `cost_vs_n.png` (drawn by `bench.plot` under
+`--plot-python`, the environment that has matplotlib). Sizes run in ascending order per series; a size
+whose projected cost (from the smaller sizes) exceeds `--max-rep` seconds is skipped, and a worker that
+outlives `--timeout` is killed: both show as "—" with a footnote, so a slow system never hangs the run.
+Exits non-zero when a workload fails (or, with `--smoke`, when anything is not measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from bench import report, spec
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"
+LIONAGI_PYTHON_ENV = "LIONMSG_BENCH_LIONAGI_PYTHON"
+
+
+@dataclass(frozen=True)
+class Settings:
+    sizes: tuple[int, ...]
+    reps: int
+    reps_largest: int
+    budget_s: float
+    max_rep_s: float
+    timeout_s: float
+    pythons: dict[str, str]
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help=f"N={spec.SMOKE_SIZE}, one repetition, into results/smoke")
+    parser.add_argument("--sizes", type=int, nargs="+", help=f"default {' '.join(map(str, spec.SIZES))}")
+    parser.add_argument("--reps", type=int, default=5, help="repetitions per process (default 5)")
+    parser.add_argument("--reps-largest", type=int, default=3, help="repetitions at the largest size (default 3)")
+    parser.add_argument("--systems", nargs="+", choices=spec.SYSTEMS, default=list(spec.SYSTEMS))
+    parser.add_argument("--workloads", nargs="+", choices=[w.name for w in spec.WORKLOADS])
+    parser.add_argument(
+        "--lionagi-python", default=os.environ.get(LIONAGI_PYTHON_ENV), help=f"or ${LIONAGI_PYTHON_ENV}"
+    )
+    parser.add_argument("--plot-python", help="an interpreter with matplotlib (default: the LionAGI one)")
+    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument(
+        "--out", type=Path, help="results directory (default bench/results, smoke: bench/results/smoke)"
+    )
+    parser.add_argument("--budget", type=float, default=40.0, help="a worker stops repeating after this many s")
+    parser.add_argument("--max-rep", type=float, default=200.0, help="skip a size projected to need more s per rep")
+    parser.add_argument("--timeout", type=float, default=600.0, help="kill a worker after this many s")
+    parser.add_argument("--jobs", type=int, help="workers at once (default 1; smoke 2): timing wants 1")
+    return parser.parse_args(argv)
+
+
+def _project(done: list[dict[str, Any]], n: int) -> float | None:
+    """Seconds one repetition (plus setup) would take at n, extrapolated from the measured sizes."""
+    points = [(r["n"], r["result"]["setup_s"] + min(r["result"]["rep_wall_s"])) for r in done if r["status"] == "ok"]
+    if not points:
+        return None
+    (n1, c1), exponent = points[-1], 1.0
+    if len(points) >= 2:
+        n0, c0 = points[-2]
+        if c0 > 0 and c1 > 0 and n1 > n0:
+            exponent = min(3.0, max(1.0, math.log(c1 / c0) / math.log(n1 / n0)))
+    return float(c1 * (n / n1) ** exponent)
+
+
+def _run_worker(system: str, workload: str, n: int, reps: int, settings: Settings) -> dict[str, Any]:
+    record: dict[str, Any] = {"workload": workload, "system": system, "n": n, "status": "ok", "reason": ""}
+    with tempfile.TemporaryDirectory(prefix="lionmsg-bench-") as tmp:
+        out = Path(tmp) / "result.json"
+        command = [settings.pythons[system], "-m", "bench.worker", system, workload, str(n)]
+        command += ["--reps", str(reps), "--budget", str(settings.budget_s), "--out", str(out)]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(
+                command, cwd=REPO, env=env, capture_output=True, text=True, timeout=settings.timeout_s, check=False
+            )
+        except subprocess.TimeoutExpired:
+            record.update(status="timeout", reason=f"killed after {settings.timeout_s:.0f} s")
+        except OSError as error:  # the interpreter cannot be started
+            record.update(status="error", reason=f"cannot run {command[0]}: {error}")
+        else:
+            if done.returncode != 0:
+                tail = "\n".join(done.stderr.strip().splitlines()[-12:])
+                record.update(status="error", reason=f"exit {done.returncode}: {tail}")
+            else:
+                record["result"] = json.loads(out.read_text(encoding="utf-8"))
+        record["wall_s"] = time.perf_counter() - started
+    return record
+
+
+def _series(workload: spec.Workload, system: str, settings: Settings) -> list[dict[str, Any]]:
+    sizes = settings.sizes[-1:] if workload.largest_only else settings.sizes
+    done: list[dict[str, Any]] = []
+    for n in sizes:
+        projected = _project(done, n)
+        if projected is not None and projected > settings.max_rep_s:
+            reason = f"projected {projected:.0f} s per repetition > {settings.max_rep_s:.0f} s limit"
+            done.append({"workload": workload.name, "system": system, "n": n, "status": "skipped", "reason": reason})
+            _log(done[-1])
+            continue
+        if done and done[-1]["status"] != "ok":
+            reason = f"not run: N={done[-1]['n']:,} was {done[-1]['status']}"
+            done.append({"workload": workload.name, "system": system, "n": n, "status": "skipped", "reason": reason})
+            _log(done[-1])
+            continue
+        reps = settings.reps_largest if n == max(settings.sizes) and len(settings.sizes) > 1 else settings.reps
+        reps = workload.reps or reps
+        record = _run_worker(system, workload.name, n, reps, settings)
+        _log(record)
+        done.append(record)
+    return done
+
+
+def _log(record: dict[str, Any]) -> None:
+    where = f"{record['workload']:<24} {record['system']:<8} N={record['n']:<7,}"
+    if record["status"] != "ok":
+        print(f"  {where} {record['status'].upper()}: {record['reason']}", file=sys.stderr, flush=True)
+        return
+    result = record["result"]
+    shown = []
+    for name, metric in result["metrics"].items():
+        value = f"{metric['per_op_s'] * 1e6:.2f} µs/op" if metric["unit"] == "s" else f"{metric['median']:.0f} B"
+        shown.append(f"{name}={value}")
+    print(
+        f"  {where} {record['wall_s']:6.1f} s  reps={result['reps']}  {'  '.join(shown)}", file=sys.stderr, flush=True
+    )
+
+
+def _machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"platform": platform.platform(), "cpu": cpu, "cores": os.cpu_count(), "loadavg_start": os.getloadavg()}
+
+
+def _plot(plot_python: str, json_path: Path, png_path: Path) -> str | None:
+    done = subprocess.run(
+        [plot_python, "-m", "bench.plot", str(json_path), str(png_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return None if done.returncode == 0 else done.stderr.strip() or f"exit {done.returncode}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    sizes = tuple(args.sizes or ((spec.SMOKE_SIZE,) if args.smoke else spec.SIZES))
+    out: Path = args.out or (RESULTS / "smoke" if args.smoke else RESULTS)
+    pythons = {"lionmsg": sys.executable, "floor": sys.executable}
+    if "lionagi" in args.systems:
+        if not args.lionagi_python:
+            print(f"give --lionagi-python or set ${LIONAGI_PYTHON_ENV} (or leave lionagi out with --systems)")
+            return 2
+        pythons["lionagi"] = args.lionagi_python
+    missing = sorted({python for python in pythons.values() if shutil.which(python) is None})
+    if missing:
+        print(f"no such interpreter: {', '.join(missing)} (make bench creates .venv-bench)")
+        return 2
+    plot_python = args.plot_python or args.lionagi_python
+    settings = Settings(
+        sizes=tuple(sorted(sizes)),
+        reps=1 if args.smoke else args.reps,
+        reps_largest=1 if args.smoke else args.reps_largest,
+        budget_s=args.budget,
+        max_rep_s=args.max_rep,
+        timeout_s=min(args.timeout, 120.0) if args.smoke else args.timeout,
+        pythons=pythons,
+    )
+    workloads = [w for w in spec.WORKLOADS if args.workloads is None or w.name in args.workloads]
+    jobs = args.jobs or (2 if args.smoke else 1)
+    started_at = datetime.now(timezone.utc)
+    started = time.perf_counter()
+    machine = _machine()
+    print(f"bench: sizes {settings.sizes}, systems {args.systems}, {jobs} worker(s) at a time", file=sys.stderr)
+    series = [(workload, system) for workload in workloads for system in args.systems]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        records = [r for done in pool.map(lambda ws: _series(ws[0], ws[1], settings), series) for r in done]
+    machine["loadavg_end"] = os.getloadavg()
+    document = {
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "wall_s": time.perf_counter() - started,
+        "smoke": args.smoke,
+        "settings": {
+            "sizes": settings.sizes,
+            "reps": settings.reps,
+            "reps_largest": settings.reps_largest,
+            "budget_s": settings.budget_s,
+            "max_rep_s": settings.max_rep_s,
+            "timeout_s": settings.timeout_s,
+            "jobs": jobs,
+            "systems": args.systems,
+        },
+        "machine": machine,
+        "records": records,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, md_path, png_path = out / "latest.json", out / "latest.md", out / "cost_vs_n.png"
+    json_path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    markdown = report.render(document)
+    md_path.write_text(markdown, encoding="utf-8")
+    print(markdown)
+    failures = [r for r in records if r["status"] == "error" or (args.smoke and r["status"] != "ok")]
+    if not args.no_plot:
+        if plot_python is None:
+            failures.append({"status": "error", "reason": "no --plot-python (an interpreter with matplotlib)"})
+        else:
+            problem = _plot(plot_python, json_path, png_path)
+            if problem is not None:
+                failures.append({"status": "error", "reason": f"plot failed: {problem}"})
+    for failure in failures:
+        where = f"{failure.get('workload', '')} {failure.get('system', '')} N={failure.get('n', '')}"
+        print(f"FAILED {where}: {failure['status']}: {failure['reason']}", file=sys.stderr)
+    print(f"wrote {md_path}, {json_path}" + ("" if args.no_plot else f", {png_path}"), file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""The pydantic floor (`floor_model`), running the same workloads with the same inputs as lion_api.
+
+Where the floor has no manager API, the operation is the plain equivalent: "build + add_message" is
+building the model and storing it, "add-or-replace" is rebuilding the content and storing the message
+under its id, `progression.index(id)` is `list.index` on the order (a scan: a plain list has no index).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from functools import partial
+from time import perf_counter
+from typing import Any
+
+import pydantic
+
+from bench import spec
+from bench.harness import Rep, Timings, WorkloadFn, expect, memory_per_item, run_coroutine
+from bench.systems.floor_model import Envelope, FloorExchange, History, InstructionBody, Reply, ResponseBody, UserTurn
+
+
+def _turn(fields: dict[str, Any]) -> UserTurn:
+    body = InstructionBody(
+        instruction=fields["instruction"], guidance=fields["guidance"], prompt_context=list(fields["context"])
+    )
+    return UserTurn(content=body, sender="user")
+
+
+def _history(n: int, conversation: bool = False) -> History:
+    history = History()
+    for i in range(n):
+        if conversation and spec.is_response_turn(i):
+            history.add(Reply(content=ResponseBody(spec.assistant_text(i))))
+        else:
+            history.add(_turn(spec.instruction_fields(i)))
+    return history
+
+
+def _check(history: History, n: int, text: Any) -> None:
+    expect(len(history.items) == len(history.order) == n, f"{len(history.items)} messages stored, expected {n}")
+    for i in spec.spot_checks(n):
+        rendered = history.items[history.order[i]].content.render()
+        expect(rendered == text(i), f"message {i} renders {rendered!r}")
+
+
+def add_instruction(n: int) -> Rep:
+    fields = [spec.instruction_fields(i) for i in range(n)]
+
+    def rep() -> Timings:
+        history = History()
+        add = history.add
+        start = perf_counter()
+        for f in fields:
+            add(_turn(f))
+        elapsed = perf_counter() - start
+        _check(history, n, spec.instruction_text)
+        return {"add_instruction": elapsed}
+
+    return rep
+
+
+def add_assistant_response(n: int) -> Rep:
+    texts = [spec.assistant_text(i) for i in range(n)]
+
+    def rep() -> Timings:
+        history = History()
+        add = history.add
+        start = perf_counter()
+        for text in texts:
+            add(Reply(content=ResponseBody(text)))
+        elapsed = perf_counter() - start
+        _check(history, n, spec.assistant_text)
+        return {"add_assistant_response": elapsed}
+
+    return rep
+
+
+def replace(n: int) -> Rep:
+    history = _history(n)
+    positions = spec.sample_indices(n, spec.REPLACE_OPS, "replace")
+    targets = [history.items[history.order[i]] for i in positions]
+    revisions = [spec.revision(k) for k in range(len(targets))]
+
+    def rep() -> Timings:
+        add = history.add
+        start = perf_counter()
+        for message, guidance in zip(targets, revisions, strict=True):
+            message.content = dataclasses.replace(message.content, guidance=guidance)
+            add(message)
+        elapsed = perf_counter() - start
+        expect(len(history.order) == n, "add-or-replace changed the size")
+        for k in spec.spot_checks(len(targets)):
+            expect(history.order[positions[k]] == targets[k].id, f"replaced message {k} moved")
+        return {"replace": elapsed}
+
+    return rep
+
+
+def _probes(n: int) -> tuple[History, list[int], list[Any]]:
+    history = _history(n)
+    positions = spec.sample_indices(n, spec.LOOKUP_PROBES, "lookup")
+    return history, positions, [history.order[i] for i in positions]
+
+
+def contains(n: int) -> Rep:
+    history, _, probes = _probes(n)
+
+    def rep() -> Timings:
+        items = history.items
+        start = perf_counter()
+        found = [ident in items for ident in probes]
+        elapsed = perf_counter() - start
+        expect(all(found), "a stored id was reported absent")
+        return {"contains": elapsed}
+
+    return rep
+
+
+def getitem(n: int) -> Rep:
+    history, _, probes = _probes(n)
+
+    def rep() -> Timings:
+        items = history.items
+        start = perf_counter()
+        found = [items[ident] for ident in probes]
+        elapsed = perf_counter() - start
+        expect(all(m.id == ident for m, ident in zip(found, probes, strict=True)), "items[id] returned another message")
+        return {"getitem": elapsed}
+
+    return rep
+
+
+def index(n: int) -> Rep:
+    history, positions, probes = _probes(n)
+
+    def rep() -> Timings:
+        order = history.order
+        start = perf_counter()
+        found = [order.index(ident) for ident in probes]
+        elapsed = perf_counter() - start
+        expect(found == positions, "order.index(id) returned a wrong position")
+        return {"index": elapsed}
+
+    return rep
+
+
+def to_chat_msgs(n: int) -> Rep:
+    history = _history(n, conversation=True)
+
+    def rep() -> Timings:
+        start = perf_counter()
+        chat = history.to_chat_msgs()
+        elapsed = perf_counter() - start
+        expect(len(chat) == n, f"{len(chat)} chat messages for {n} messages")
+        for i in spec.spot_checks(n):
+            response = spec.is_response_turn(i)
+            want = spec.assistant_text(i) if response else spec.instruction_text(i)
+            expect(chat[i] == {"role": "assistant" if response else "user", "content": want}, f"chat message {i} wrong")
+        return {"to_chat_msgs": elapsed}
+
+    return rep
+
+
+def _roundtrip(n: int, metric: str, through_json: bool) -> Rep:
+    messages = [_turn(spec.instruction_fields(i)) for i in range(n)]
+
+    def rep() -> Timings:
+        start = perf_counter()
+        if through_json:
+            loaded = [UserTurn.model_validate_json(m.model_dump_json()) for m in messages]
+        else:
+            loaded = [UserTurn.model_validate(m.model_dump(mode="json")) for m in messages]
+        elapsed = perf_counter() - start
+        expect(len(loaded) == n, "messages were lost in the round trip")
+        for i in spec.spot_checks(n):
+            expect(loaded[i] == messages[i], f"message {i} changed in the round trip")
+        return {metric: elapsed}
+
+    return rep
+
+
+def a_add_concurrent(n: int) -> Rep:
+    fields = [spec.instruction_fields(i) for i in range(n)]
+
+    def rep() -> Timings:
+        seen: list[Any] = []
+
+        async def on_added(message: Envelope) -> None:
+            await asyncio.sleep(0)  # as in lion_api: a real async observer yields
+            seen.append(message.id)
+
+        history = History(observers=[on_added])
+
+        async def main() -> float:
+            start = perf_counter()
+            await asyncio.gather(*(history.a_add(_turn(f)) for f in fields))
+            return perf_counter() - start
+
+        elapsed = run_coroutine(main)
+        expect(len(history.order) == n and len(seen) == n, f"{len(history.order)} stored, {len(seen)} observed")
+        expect(set(history.order) == set(seen), "the observer saw other messages than were stored")
+        return {"a_add_concurrent": elapsed}
+
+    return rep
+
+
+def _exchange(n: int, broadcast: bool) -> Rep:
+    count = spec.BROADCAST_OWNERS if broadcast else spec.DIRECT_OWNERS
+    owners = spec.owner_ids(count)
+    plan = [(sender, None, content) for sender, content in spec.broadcast_plan(n)] if broadcast else spec.direct_plan(n)
+    kind = "broadcast" if broadcast else "direct"
+    copies = n * (count - 1) if broadcast else n
+
+    def rep() -> Timings:
+        exchange = FloorExchange()
+        for owner in owners:
+            exchange.register(owner)
+        send = exchange.send
+        start = perf_counter()
+        for sender, recipient, content in plan:
+            send(sender, recipient, content)
+        sent = perf_counter()
+        delivered = run_coroutine(exchange.collect_all)
+        collected = perf_counter()
+        expect(delivered == n, f"collect_all delivered {delivered} of {n}")
+        inboxes = sum(len(exchange.receive(owner)) for owner in owners)
+        expect(inboxes == copies, f"{inboxes} messages in inboxes, expected {copies}")
+        return {f"exchange_{kind}_send": sent - start, f"exchange_{kind}_collect": collected - sent}
+
+    return rep
+
+
+def memory(n: int) -> Rep:
+    def build() -> History:
+        history = History()
+        for i in range(n):  # inputs made inside the measured region, as on the other sides
+            history.add(_turn(spec.instruction_fields(i)))
+        return history
+
+    def check(history: History) -> None:
+        _check(history, n, spec.instruction_text)
+
+    return partial(memory_per_item, build, n, check)
+
+
+WORKLOADS: dict[str, WorkloadFn] = {
+    "add_instruction": add_instruction,
+    "add_assistant_response": add_assistant_response,
+    "replace": replace,
+    "contains": contains,
+    "getitem": getitem,
+    "index": index,
+    "to_chat_msgs": to_chat_msgs,
+    "dict_roundtrip": partial(_roundtrip, metric="dict_roundtrip", through_json=False),
+    "json_roundtrip": partial(_roundtrip, metric="json_roundtrip", through_json=True),
+    "a_add_concurrent": a_add_concurrent,
+    "exchange_direct": partial(_exchange, broadcast=False),
+    "exchange_broadcast": partial(_exchange, broadcast=True),
+    "memory": memory,
+}
+
+
+def describe() -> dict[str, str]:
+    return {"pydantic": pydantic.VERSION}
