@@ -257,14 +257,16 @@ def test_a_recipient_that_unregisters_before_delivery_receives_nothing_and_does_
 
     async def main() -> int:
         collecting = asyncio.ensure_future(exchange.collect(a))
-        await asyncio.sleep(0)  # routing happened; delivery waits for the next turn
+        await asyncio.sleep(0)  # the outbox was routed; delivery waits for the next turn
         exchange.unregister(b)
         return await collecting
 
     assert run(main()) == 1  # only the broadcast reached someone (c)
     assert [m.content for m in exchange.receive(c)] == ["broadcast"]
-    # The direct message was routed to b before b left; the broadcast was routed after, to c alone.
-    assert [(d.recipient, d.reason) for d in exchange.dropped] == [(str(b), DROP_UNREGISTERED)]
+    assert exchange.receive(b) == []
+    # The whole outbox was routed before b left (the direct message and b's copy of the broadcast);
+    # both undelivered pairs are in the drop record.
+    assert [(d.recipient, d.reason) for d in exchange.dropped] == [(str(b), DROP_UNREGISTERED)] * 2
 
 
 def test_a_failed_inbox_write_is_contained_recorded_and_not_counted(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -335,7 +335,8 @@ def test_concurrent_collects_of_one_owner_route_each_message_once(monkeypatch: p
 
 
 def test_owners_leaving_while_broadcasts_are_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every owner broadcasts and collects at once while a task removes owners after a zero sleep."""
+    """Every owner broadcasts and collects at once while a task removes owners, one per event-loop turn:
+    the first leaves after every outbox was routed and before any delivery."""
     ledger = Ledger(Exchange(drop_limit=BIG), monkeypatch)
     owners = [uuid4() for _ in range(50)]
     for owner in owners:
@@ -346,8 +347,8 @@ def test_owners_leaving_while_broadcasts_are_in_flight(monkeypatch: pytest.Monke
 
     async def remove(leaving: list[UUID]) -> None:
         for owner in leaving:
-            await asyncio.sleep(0)
             ledger.unregister(owner)
+            await asyncio.sleep(0)
 
     async def main() -> None:
         await asyncio.gather(*(ledger.collect(owner) for owner in owners), remove(owners[::5]))

@@ -145,12 +145,11 @@ class ExchangeMachine(RuleBasedStateMachine):
         self.former.append(owner)
 
     def model_collect(self, sender: UUID, broken: UUID | None = None, leaver: UUID | None = None) -> int:
-        """Route the sender's outbox as the Exchange must. `leaver` unregisters once the first message
-        with a delivery to make has been routed and before that delivery (the caller guarantees that
-        the first queued message is such a message)."""
-        delivered: set[UUID] = set()
-        departed = leaver is None
+        """Collect the sender's outbox as the Exchange must: route every message first (recording the
+        undeliverable ones), then `leaver` unregisters (after the routing, before any delivery; the
+        caller guarantees the outbox is not empty), then deliver each routed copy in order."""
         ids, self.outbox[sender] = self.outbox[sender], []
+        routed: list[tuple[UUID, list[UUID]]] = []
         for ident in ids:
             sent = self.sent[ident]
             sent.state = "routed"
@@ -165,10 +164,12 @@ class ExchangeMachine(RuleBasedStateMachine):
                     reason = DROP_UNKNOWN_RECIPIENT if isinstance(recipient, UUID) else DROP_NOT_AN_OWNER
                     self.drop(ident, drop_address(recipient), reason)
                     self.fate[(ident, drop_address(recipient))] = reason
-            if targets and not departed:
-                assert leaver is not None
-                self.model_unregister(leaver)
-                departed = True
+            routed.append((ident, targets))
+        if leaver is not None:
+            assert ids, "the caller promised a non-empty outbox"
+            self.model_unregister(leaver)
+        delivered: set[UUID] = set()
+        for ident, targets in routed:
             for target in targets:
                 key = (ident, str(target))
                 if target not in self.owners:
@@ -181,7 +182,6 @@ class ExchangeMachine(RuleBasedStateMachine):
                     self.inbox[target].setdefault(sender, []).append(ident)
                     self.fate[key] = "inbox"
                     delivered.add(ident)
-        assert departed, "the caller promised a message with a delivery to make"
         return len(delivered)
 
     def first_is_deliverable(self, owner: UUID) -> bool:
@@ -381,13 +381,13 @@ class ExchangeMachine(RuleBasedStateMachine):
     @precondition(lambda self: any(self.first_is_deliverable(owner) for owner in self.owners))
     @rule(data=st.data())
     def collect_while_an_owner_leaves(self, data: st.DataObject) -> None:
-        """The leaver unregisters after the first message was routed and before its delivery."""
+        """The leaver unregisters after the outbox was routed and before any delivery."""
         sender = data.draw(st.sampled_from([owner for owner in self.owners if self.first_is_deliverable(owner)]))
         leaver = data.draw(st.sampled_from(self.owners))
 
         async def scenario() -> tuple[int, Flow | None]:
             collecting = asyncio.ensure_future(self.ex.collect(sender))
-            await asyncio.sleep(0)  # the collect routed its first message; delivery waits for a later turn
+            await asyncio.sleep(0)  # the collect routed its outbox; delivery waits for a later turn
             gone = self.ex.unregister(leaver)
             return await collecting, gone
 

@@ -28,6 +28,7 @@ from pydantic import SerializerFunctionWrapHandler, model_serializer
 
 from lionmsg.generated.messages import Message
 from lionmsg.runtime.element import Element, record_error
+from lionmsg.runtime.fastpath import copy_message
 from lionmsg.runtime.flow import Flow
 
 __all__ = [
@@ -174,21 +175,25 @@ class Exchange(Element):
         return message
 
     async def collect(self, owner_id: Any) -> int:
-        """Route everything in the owner's outbox; the number of distinct message ids delivered."""
+        """Route everything in the owner's outbox; the number of distinct message ids delivered.
+
+        The whole outbox is taken and routed first (so concurrent collects never route a message
+        twice), then delivery yields to the event loop once and writes each inbox, checking that the
+        recipient is still registered: owners may come and go meanwhile."""
         owner = self._known(owner_id)
         if owner is None:
             raise ValueError(f"Owner {owner_id} not registered")
-        delivered: set[UUID] = set()
-        # The outbox is emptied before the first await: concurrent collects never route a message twice.
-        for message in self._flows[owner].take_outbox():
-            routes = self._route(message, owner)
-            if len(routes) == 1:  # a direct message: no fan-out to gather
-                reached = await self._deliver(*routes[0], owner)
-            else:
-                reached = any(await asyncio.gather(*(self._deliver(t, m, owner) for t, m in routes)))
-            if reached:
-                delivered.add(message.id)
-        return len(delivered)
+        routed = [(message.id, self._route(message, owner)) for message in self._flows[owner].take_outbox()]
+        if not routed:
+            return 0
+        await asyncio.sleep(0)  # one yield per collect, not per delivery: that cost dominated collection
+        delivered = 0
+        for _, routes in routed:
+            reached = False
+            for target, message in routes:
+                reached = self._deliver(target, message, owner) or reached
+            delivered += reached  # outbox ids are distinct: each message counts at most once
+        return delivered
 
     async def collect_all(self) -> int:
         """Collect for a snapshot of the owners, one after another, skipping those gone before their turn."""
@@ -214,8 +219,7 @@ class Exchange(Element):
             self._drop(message, recipient, DROP_NOT_AN_OWNER)
         return []
 
-    async def _deliver(self, target: UUID, message: Message, sender: UUID) -> bool:
-        await asyncio.sleep(0)  # delivery is asynchronous: owners may come and go meanwhile
+    def _deliver(self, target: UUID, message: Message, sender: UUID) -> bool:
         flow = self._flows.get(target)
         if flow is None:
             self._drop(message, target, DROP_UNREGISTERED)
@@ -309,6 +313,6 @@ def _is_drop_record(item: Any) -> bool:
 def _copy(message: Message) -> Message:
     """A broadcast copy with the same id; content that cannot be deep-copied is shared (as in LionAGI)."""
     try:
-        return message.model_copy(deep=True)
+        return copy_message(message)
     except Exception:  # an uncopyable payload: share it rather than lose the broadcast
         return message.model_copy()
