@@ -107,12 +107,11 @@ class MessageBehaviour(Node, Sendable):
                 names = ", ".join(sorted(content_fields))
                 raise TypeError(f"{type(self).__name__}.update(): its content has no fields to update ({names})")
             new_content = self.content.updated(**content_fields)
-        if new_sender is not None:
-            self.sender = new_sender
-        if new_recipient is not None:
-            self.recipient = new_recipient
-        if new_content is not None:
-            self.content = new_content
+        # Every value is already validated: store it without a second validation pass.
+        for name, value in (("sender", new_sender), ("recipient", new_recipient), ("content", new_content)):
+            if value is not None:
+                self.__dict__[name] = value
+                self.__pydantic_fields_set__.add(name)
 
     def clone(self) -> Self:
         """The same class and content under a new identity; `metadata["clone_from"]` names the source."""

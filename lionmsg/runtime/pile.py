@@ -94,6 +94,8 @@ class Pile(Element, Generic[T]):
         return (items[ident] for ident in self._progression)
 
     def __contains__(self, ref: Any) -> bool:
+        if type(ref) is UUID:  # the common case first: one dict look-up
+            return ref in self._items
         try:
             return to_uuid(ref) in self._items
         except (TypeError, ValueError):
@@ -121,6 +123,10 @@ class Pile(Element, Generic[T]):
     def __getitem__(self, key: Any) -> T | Pile[T]:
         """By UUID, UUID string or element (KeyError when absent), by position (IndexError), or a slice
         (a new pile with the same constraint)."""
+        if type(key) is UUID:  # the common case first: one dict look-up
+            found = self._items.get(key)
+            if found is not None:
+                return found
         if isinstance(key, slice):
             return self._like([self._items[ident] for ident in self._progression[key]])
         if isinstance(key, int) and not isinstance(key, bool):
