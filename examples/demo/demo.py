@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,12 @@ def persist_and_check(branches: list[Branch], exchange: Exchange, out: Path) -> 
     step(6, f"{len(records)} records valid against the published schemas")
 
 
+def lionmsg_command() -> str:
+    """The `lionmsg` script next to this interpreter (the project's .venv), as a path from here."""
+    script = Path(sys.executable).parent / "lionmsg"
+    return os.path.relpath(script) if script.exists() else "lionmsg"
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0]) if argv else Path("build/demo")
     out.mkdir(parents=True, exist_ok=True)
@@ -161,7 +168,7 @@ def main(argv: list[str]) -> int:
         print(conversation_table(branch.msgs, NAMES))
     print("\n== provider chat messages (writer) ==")
     print(json.dumps(writer.msgs.to_chat_msgs(), indent=2, ensure_ascii=False))
-    print(f"\nInspect it again with: lionmsg show {out / 'histories.db'}")
+    print(f"\nInspect it again with: {lionmsg_command()} show {out / 'histories.db'}")
     return 0
 
 
