@@ -23,14 +23,13 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from lionmsg.runtime.wire import loads_json
+from lionmsg.runtime.wire import CANONICAL_UUID, loads_json
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
 __all__ = ["Element", "Node", "element_class", "record_error"]
 
-_CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 # The schema's form of `metadata.lion_class`: a class name, or a dotted path of identifiers ending in it.
 _LION_CLASS_PATH = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*")
 
@@ -41,7 +40,7 @@ _CLASSES_BY_NAME: dict[type[Element], dict[str, type[Element]]] = {}
 
 def _canonical_uuid(value: Any) -> Any:
     # The schema's UUID form; pydantic alone would also take braces, URNs and bare hex.
-    if isinstance(value, str) and _CANONICAL_UUID.fullmatch(value) is None:
+    if isinstance(value, str) and CANONICAL_UUID.fullmatch(value) is None:
         raise ValueError(f"expected a UUID in canonical 8-4-4-4-12 form, got {value!r}")
     return value
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import math
 import os
-import re
 import time
 from typing import Any, TypeVar
 from uuid import UUID, SafeUUID
@@ -22,6 +21,7 @@ from pydantic import BaseModel
 
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import normalize_address
+from lionmsg.runtime.wire import CANONICAL_UUID
 
 __all__ = ["MISSING", "assemble", "copy_message", "dump_address", "json_copy", "load_envelope", "new_uuid4"]
 
@@ -30,7 +30,6 @@ M = TypeVar("M", bound=BaseModel)
 MISSING: Any = object()
 """An argument that was not given (None is a value: an explicit broadcast)."""
 
-_CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _RECORD_FIELDS = ("id", "created_at", "metadata", "content", "embedding", "sender", "recipient", "channel")
 _RECORD_KEYS = frozenset(_RECORD_FIELDS)
 
@@ -69,7 +68,7 @@ def load_envelope(cls: type[BaseModel], record: dict[str, Any]) -> Any:
     if not record.keys() <= _RECORD_KEYS:
         return None
     ident, created_at = record["id"], record["created_at"]
-    if type(ident) is not str or _CANONICAL_UUID.fullmatch(ident) is None:
+    if type(ident) is not str or CANONICAL_UUID.fullmatch(ident) is None:
         return None
     if type(created_at) is not float or not math.isfinite(created_at):
         return None

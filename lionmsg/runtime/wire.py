@@ -9,7 +9,11 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
-__all__ = ["RecordFieldError", "loads_json", "matches"]
+__all__ = ["CANONICAL_UUID", "RecordFieldError", "loads_json", "matches"]
+
+
+CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+"""The schema's UUID form (envelope `$defs/uuid`), for `fullmatch`: what records must use."""
 
 
 @cache
