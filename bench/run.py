@@ -146,13 +146,18 @@ def _log(record: dict[str, Any]) -> None:
 
 
 def _machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
+    cores, load = os.cpu_count(), os.getloadavg()
+    return {"platform": platform.platform(), "cpu": _cpu_name(), "cores": cores, "loadavg_start": load}
+
+
+def _cpu_name() -> str:
+    """The model name from /proc/cpuinfo; where there is none (macOS, Windows), what `platform` says."""
+    fallback = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
-            cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
+            return next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), fallback)
     except OSError:
-        pass
-    return {"platform": platform.platform(), "cpu": cpu, "cores": os.cpu_count(), "loadavg_start": os.getloadavg()}
+        return fallback
 
 
 def _plot(plot_python: str, json_path: Path, png_path: Path) -> str | None:

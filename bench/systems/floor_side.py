@@ -18,6 +18,7 @@ import pydantic
 from bench import spec
 from bench.harness import Rep, Timings, WorkloadFn, expect, memory_per_item, run_coroutine
 from bench.systems.floor_model import Envelope, FloorExchange, History, InstructionBody, Reply, ResponseBody, UserTurn
+from bench.systems.lion_api import exchange_workload
 
 
 def _turn(fields: dict[str, Any]) -> UserTurn:
@@ -205,32 +206,6 @@ def a_add_concurrent(n: int) -> Rep:
     return rep
 
 
-def _exchange(n: int, broadcast: bool) -> Rep:
-    count = spec.BROADCAST_OWNERS if broadcast else spec.DIRECT_OWNERS
-    owners = spec.owner_ids(count)
-    plan = [(sender, None, content) for sender, content in spec.broadcast_plan(n)] if broadcast else spec.direct_plan(n)
-    kind = "broadcast" if broadcast else "direct"
-    copies = n * (count - 1) if broadcast else n
-
-    def rep() -> Timings:
-        exchange = FloorExchange()
-        for owner in owners:
-            exchange.register(owner)
-        send = exchange.send
-        start = perf_counter()
-        for sender, recipient, content in plan:
-            send(sender, recipient, content)
-        sent = perf_counter()
-        delivered = run_coroutine(exchange.collect_all)
-        collected = perf_counter()
-        expect(delivered == n, f"collect_all delivered {delivered} of {n}")
-        inboxes = sum(len(exchange.receive(owner)) for owner in owners)
-        expect(inboxes == copies, f"{inboxes} messages in inboxes, expected {copies}")
-        return {f"exchange_{kind}_send": sent - start, f"exchange_{kind}_collect": collected - sent}
-
-    return rep
-
-
 def memory(n: int) -> Rep:
     def build() -> History:
         history = History()
@@ -255,8 +230,8 @@ WORKLOADS: dict[str, WorkloadFn] = {
     "dict_roundtrip": partial(_roundtrip, metric="dict_roundtrip", through_json=False),
     "json_roundtrip": partial(_roundtrip, metric="json_roundtrip", through_json=True),
     "a_add_concurrent": a_add_concurrent,
-    "exchange_direct": partial(_exchange, broadcast=False),
-    "exchange_broadcast": partial(_exchange, broadcast=True),
+    "exchange_direct": partial(exchange_workload, FloorExchange, broadcast=False),
+    "exchange_broadcast": partial(exchange_workload, FloorExchange, broadcast=True),
     "memory": memory,
 }
 

@@ -18,7 +18,7 @@ from typing import Any
 from bench import spec
 from bench.harness import Rep, Timings, WorkloadFn, expect, memory_per_item, run_coroutine
 
-__all__ = ["LionApi", "workloads"]
+__all__ = ["LionApi", "exchange_workload", "workloads"]
 
 
 @dataclass(frozen=True)
@@ -245,8 +245,9 @@ def a_add_concurrent(api: LionApi, n: int) -> Rep:
     return rep
 
 
-def _exchange(api: LionApi, n: int, broadcast: bool) -> Rep:
-    """100 owners sending n direct messages, or 10 owners broadcasting n; then one collect_all()."""
+def exchange_workload(make_exchange: Callable[[], Any], n: int, broadcast: bool) -> Rep:
+    """100 owners sending n direct messages, or 10 owners broadcasting n; then one collect_all().
+    Shared with the floor, whose exchange has the same four methods."""
     count = spec.BROADCAST_OWNERS if broadcast else spec.DIRECT_OWNERS
     owners = spec.owner_ids(count)
     plan = [(sender, None, content) for sender, content in spec.broadcast_plan(n)] if broadcast else spec.direct_plan(n)
@@ -254,7 +255,7 @@ def _exchange(api: LionApi, n: int, broadcast: bool) -> Rep:
     copies = n * (count - 1) if broadcast else n
 
     def rep() -> Timings:
-        exchange = api.Exchange()
+        exchange = make_exchange()
         for owner in owners:
             exchange.register(owner)
         send = exchange.send
@@ -298,8 +299,8 @@ def workloads(api: LionApi) -> dict[str, WorkloadFn]:
         "dict_roundtrip": partial(_roundtrip, through_json=False),
         "json_roundtrip": partial(_roundtrip, through_json=True),
         "a_add_concurrent": a_add_concurrent,
-        "exchange_direct": partial(_exchange, broadcast=False),
-        "exchange_broadcast": partial(_exchange, broadcast=True),
+        "exchange_direct": lambda api, n: exchange_workload(api.Exchange, n, broadcast=False),
+        "exchange_broadcast": lambda api, n: exchange_workload(api.Exchange, n, broadcast=True),
         "memory": memory,
     }
     return {name: partial(fn, api) for name, fn in table.items()}

@@ -17,6 +17,7 @@ left between routing and delivery), `DROP_DELIVERY_ERROR` (the inbox write raise
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
@@ -64,10 +65,8 @@ def _owner_id(owner: Any) -> UUID:
     if isinstance(owner, UUID):
         return owner
     if isinstance(owner, str):
-        try:
+        with contextlib.suppress(ValueError):  # not a UUID string: the error below says what is wanted
             return UUID(owner)
-        except ValueError:
-            pass
     raise ValueError(f"owner ids are UUIDs (or UUID strings), got {owner!r}")
 
 

@@ -30,8 +30,7 @@ M = TypeVar("M", bound=BaseModel)
 MISSING: Any = object()
 """An argument that was not given (None is a value: an explicit broadcast)."""
 
-_RECORD_FIELDS = ("id", "created_at", "metadata", "content", "embedding", "sender", "recipient", "channel")
-_RECORD_KEYS = frozenset(_RECORD_FIELDS)
+_RECORD_KEYS = frozenset({"id", "created_at", "metadata", "content", "embedding", "sender", "recipient", "channel"})
 
 
 def assemble(cls: type[BaseModel], content: Any, sender: Any = MISSING, recipient: Any = MISSING) -> Any:
@@ -39,24 +38,20 @@ def assemble(cls: type[BaseModel], content: Any, sender: Any = MISSING, recipien
     and routing normalised here: what `cls(content=..., sender=..., recipient=...)` builds."""
     defaults = _defaults(cls)
     fields_set = {"content"}
-    if sender is MISSING:
-        sender = defaults["sender"]
-    else:
-        sender = normalize_address(sender)
-        fields_set.add("sender")
-    if recipient is MISSING:
-        recipient = defaults["recipient"]
-    else:
-        recipient = normalize_address(recipient)
-        fields_set.add("recipient")
+    routing = {"sender": sender, "recipient": recipient}
+    for name, given in routing.items():
+        if given is MISSING:
+            routing[name] = defaults[name]
+        else:
+            routing[name] = normalize_address(given)
+            fields_set.add(name)
     values = {
         "id": new_uuid4(),
         "created_at": time.time(),
         "metadata": {},
         "content": content,
         "embedding": None,
-        "sender": sender,
-        "recipient": recipient,
+        **routing,
         "channel": None,
     }
     return _instance(cls, values, fields_set)
@@ -73,17 +68,9 @@ def load_envelope(cls: type[BaseModel], record: dict[str, Any]) -> Any:
     if type(created_at) is not float or not math.isfinite(created_at):
         return None
     defaults = _defaults(cls)
-    metadata = record.get("metadata", MISSING)
-    if metadata is MISSING:
-        metadata = {}
-    elif type(metadata) is not dict:
+    metadata = record.get("metadata", {})
+    if type(metadata) is not dict or any(type(key) is not str for key in metadata):
         return None
-    elif metadata:
-        if any(type(key) is not str for key in metadata):
-            return None
-        metadata = {key: value for key, value in metadata.items() if key != "lion_class"}
-    else:
-        metadata = {}
     content = record.get("content", MISSING)
     if content is MISSING:
         content = defaults["content"]()
@@ -94,33 +81,25 @@ def load_envelope(cls: type[BaseModel], record: dict[str, Any]) -> Any:
         if type(embedding) is not list or not all(type(x) is float and math.isfinite(x) for x in embedding):
             return None
         embedding = list(embedding)
-    sender = record.get("sender", MISSING)
-    if sender is MISSING:
-        sender = defaults["sender"]
-    elif sender is None or type(sender) is str:
-        sender = normalize_address(sender)
-    else:
-        return None
-    recipient = record.get("recipient", MISSING)
-    if recipient is MISSING:
-        recipient = defaults["recipient"]
-    elif recipient is None or type(recipient) is str:
-        recipient = normalize_address(recipient)
-    else:
-        return None
     channel = record.get("channel")
     if channel is not None and type(channel) is not str:
         return None
     values = {
         "id": _canonical_uuid(ident),
         "created_at": created_at,
-        "metadata": metadata,
+        "metadata": {key: value for key, value in metadata.items() if key != "lion_class"},
         "content": content,
         "embedding": embedding,
-        "sender": sender,
-        "recipient": recipient,
-        "channel": channel,
     }
+    for name in ("sender", "recipient"):
+        address = record.get(name, MISSING)
+        if address is MISSING:
+            values[name] = defaults[name]
+        elif address is None or type(address) is str:
+            values[name] = normalize_address(address)
+        else:
+            return None
+    values["channel"] = channel
     return _instance(cls, values, set(record))
 
 

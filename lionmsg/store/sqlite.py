@@ -392,4 +392,4 @@ def _branch_key(branch_id: Any) -> str:
 
 
 def _nothing() -> None:
-    pass
+    """The unwatch of an attachment that watches nothing (detached, or never watching)."""
