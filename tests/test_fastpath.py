@@ -104,3 +104,27 @@ def test_fast_uuids_are_version_4_rfc_4122_uuids() -> None:
         assert (ident.version, ident.variant) == (4, uuid.RFC_4122)
         assert uuid.UUID(str(ident)) == ident
         assert hash(uuid.UUID(str(ident))) == hash(ident)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        {"seq": 1, "nested": {"list": [1, 2.5, "x", None, True]}},  # plain JSON: copied by json_copy
+        {"nan": float("nan"), "tuple": (1, 2)},  # not plain JSON: copied by deepcopy
+    ],
+    ids=["json", "non-json"],
+)
+def test_a_message_copy_is_deep_and_keeps_everything_else(content: dict[str, Any]) -> None:
+    original = Message(content=content, sender=uuid.uuid4(), recipient="alice", metadata={"tags": ["a"]})
+    copied = fastpath.copy_message(original)
+    assert state(copied)[0] is Message
+    assert copied.id == original.id
+    assert repr(copied.model_dump()) == repr(original.model_dump())  # repr: NaN is not equal to itself
+    assert copied.model_fields_set == original.model_fields_set
+    assert copied.content is not original.content
+    assert copied.metadata is not original.metadata
+    copied.metadata["tags"].append("b")
+    assert original.metadata == {"tags": ["a"]}
+    if "nested" in content:
+        copied.content["nested"]["list"].append(3)
+        assert original.content["nested"]["list"] == [1, 2.5, "x", None, True]

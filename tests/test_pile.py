@@ -373,6 +373,26 @@ def test_exclude_by_element_id_string_and_iterable() -> None:
     assert all(item not in pile for item in items[:5])
 
 
+def test_take_removes_and_returns_the_present_items_in_the_order_given() -> None:
+    items = [Node(content=n) for n in range(5)]
+    pile: Pile[Any] = Pile(items)
+    taken = pile.take([items[3].id, uuid4(), str(items[0].id), items[3], items[1]])
+    assert taken == [items[3], items[0], items[1]]  # absent and repeated references are skipped
+    assert [t is i for t, i in zip(taken, (items[3], items[0], items[1]), strict=True)] == [True] * 3
+    assert pile.values() == [items[2], items[4]]
+    assert pile.progression.order == [items[2].id, items[4].id]
+    assert pile.take([]) == []
+
+
+def test_take_with_a_bad_reference_removes_nothing() -> None:
+    items = [Node(content=n) for n in range(3)]
+    pile: Pile[Any] = Pile(items)
+    before = snapshot(pile)
+    with pytest.raises(ValueError, match="not a UUID: 'nope'"):
+        pile.take([items[0].id, "nope"])
+    assert snapshot(pile) == before
+
+
 def test_pop_with_and_without_default() -> None:
     a, b, c = Instruction(), Node(), AssistantResponse()
     pile: Pile[Any] = Pile([a, b, c])

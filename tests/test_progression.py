@@ -55,6 +55,22 @@ def test_empty_progression() -> None:
     assert isinstance(p, Element)
 
 
+@pytest.mark.parametrize("name", ["outbox", None])
+def test_empty_builds_what_the_constructor_builds(name: str | None) -> None:
+    fast, built = Progression.empty(name), Progression(name=name)
+    assert type(fast) is Progression
+    assert fast.name == name
+    assert list(fast) == []
+    assert fast.model_fields_set == built.model_fields_set
+    assert fast.__dict__.keys() == built.__dict__.keys()
+    assert fast.id.version == 4
+    assert fast.id != built.id
+    assert fast.model_dump().keys() == built.model_dump().keys()
+    assert Progression.from_dict(fast.to_dict()) == fast
+    fast.append(uid(1))
+    assert_matches(fast, ids(1))
+
+
 @pytest.mark.parametrize("kind", ["uuids", "strings", "elements", "mixed", "tuple", "generator"])
 def test_construction_from_ids_strings_and_elements(kind: str) -> None:
     nodes = [Node(content=n) for n in range(4)]

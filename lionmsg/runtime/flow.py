@@ -33,13 +33,14 @@ class Flow(Element):
     if TYPE_CHECKING:
         _items: Pile[Message]
         _progressions: dict[str, Progression]
+        _inbox_names: dict[UUID, str]
 
     def __init__(
         self, items: Pile[Message] | None = None, progressions: list[Progression] | None = None, **data: Any
     ) -> None:
         super().__init__(**data)
         pile = items if items is not None else Pile(item_type={Message})
-        named = {OUTBOX: Progression(name=OUTBOX)}
+        named = {OUTBOX: Progression.empty(OUTBOX)}
         for progression in progressions or []:
             if progression.name is None:
                 raise ValueError("every progression of a flow needs a name")
@@ -49,6 +50,7 @@ class Flow(Element):
             raise ValueError("a flow's progressions must list each of its items exactly once")
         object.__setattr__(self, "_items", pile)  # plain attributes: pydantic PrivateAttrs are slow
         object.__setattr__(self, "_progressions", named)
+        object.__setattr__(self, "_inbox_names", {})  # sender UUID -> its inbox's name, formatted once
 
     @property
     def items(self) -> Pile[Message]:
@@ -75,15 +77,19 @@ class Flow(Element):
         """Remove and return the queued messages, oldest first (ids whose message is gone are skipped)."""
         ids = list(self.outbox)
         self.outbox.clear()
-        return [message for message in (self._items.pop(ident, None) for ident in ids) if message is not None]
+        return self._items.take(ids)
 
     def deliver(self, message: Message, sender: Any) -> None:
         """Put an incoming message in the inbox of its sender (created on first delivery)."""
-        name = inbox_name(sender)
+        name = self._inbox_names.get(sender) if type(sender) is UUID else None
+        if name is None:
+            name = inbox_name(sender)
+            if type(sender) is UUID:  # formatting a UUID costs more than the rest of a delivery
+                self._inbox_names[sender] = name
+        self._items.include(message)
         inbox = self._progressions.get(name)
         if inbox is None:
-            inbox = self._progressions[name] = Progression(name=name)
-        self._items.include(message)
+            inbox = self._progressions[name] = Progression.empty(name)
         inbox.append(message.id)
 
     def inbox(self, sender: Any) -> list[Message]:

@@ -206,12 +206,15 @@ class Pile(Element, Generic[T]):
 
     def exclude(self, refs: Any) -> bool:
         """Remove the items (or ids) present; True when any was removed."""
-        removed = False
-        for ident in self._as_ids(refs):
-            if self._items.pop(ident, None) is not None:
-                self._progression.remove(ident)
-                removed = True
-        return removed
+        return bool(self.take(refs))
+
+    def take(self, refs: Any) -> list[T]:
+        """Remove the items (or ids) present and return them in the order given; absent ones are skipped."""
+        items = self._items
+        taken = [item for item in (items.pop(ident, None) for ident in self._as_ids(refs)) if item is not None]
+        if taken:
+            self._progression.exclude([item.id for item in taken])
+        return taken
 
     def pop(self, ref: Any, default: Any = _MISSING) -> T | Any:
         """Remove and return an item; KeyError when absent and no default is given."""
