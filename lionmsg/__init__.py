@@ -29,6 +29,7 @@ from lionmsg.runtime.concepts import Sendable
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.element import Element, Node
 from lionmsg.runtime.exchange import DroppedMail, Exchange
+from lionmsg.runtime.factories import AddMessageArguments
 from lionmsg.runtime.flow import Flow
 from lionmsg.runtime.manager import MessageManager
 from lionmsg.runtime.pile import Pile
@@ -46,6 +47,7 @@ __all__ = [
     "ActionRequestContent",
     "ActionResponse",
     "ActionResponseContent",
+    "AddMessageArguments",
     "AnyContent",
     "AssistantResponse",
     "AssistantResponseContent",

@@ -3,6 +3,7 @@ decisions 1, 5, 6, 8 and 9."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Iterable
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from lionmsg import (
     ActionRequest,
     ActionResponse,
+    AddMessageArguments,
     AssistantResponse,
     Instruction,
     Message,
@@ -220,6 +222,45 @@ def test_conflicting_kinds_raise_and_change_nothing(arguments: dict[str, Any]) -
         manager.add_message(**arguments)
     assert snapshot(manager) == before
     assert REQUEST.content.to_dict() == request_before
+
+
+# LionAGI 0.36.0's MessageManager.add_message keyword arguments, in its order.
+LIONAGI_ADD_MESSAGE_ARGUMENTS = [
+    "sender", "recipient", "metadata", "instruction", "context", "handle_context", "guidance", "plain_content",
+    "response_format", "images", "image_detail", "tool_schemas", "system", "system_datetime",
+    "assistant_response", "action_function", "action_arguments", "action_output", "action_request",
+    "action_response",
+]  # fmt: skip
+
+
+def test_add_message_takes_lionagis_keyword_arguments() -> None:
+    assert list(AddMessageArguments.__annotations__) == LIONAGI_ADD_MESSAGE_ARGUMENTS
+    assert AddMessageArguments.__optional_keys__ == set(LIONAGI_ADD_MESSAGE_ARGUMENTS)
+
+
+@pytest.mark.parametrize("method", ["add_message", "a_add_message"])
+def test_an_unknown_keyword_argument_is_a_type_error_that_changes_nothing(method: str) -> None:
+    manager = MessageManager(messages=[Instruction()], system=System())
+    before = snapshot(manager)
+    add = getattr(manager, method)
+
+    def call() -> Any:
+        result = add(instruction="x", bogus=1, other=2)
+        return asyncio.run(result) if method == "a_add_message" else result
+
+    with pytest.raises(TypeError, match=rf"^{method}\(\) got an unexpected keyword argument 'bogus'$"):
+        call()
+    assert snapshot(manager) == before
+
+
+def test_arguments_given_as_none_are_not_given() -> None:
+    manager = MessageManager()
+    message = manager.add_message(
+        instruction="x", sender=None, recipient=None, metadata=None, system=None, action_output=None
+    )
+    assert type(message) is Instruction
+    assert message.content.instruction == "x"
+    assert message.model_fields_set == {"content"}
 
 
 def test_falsy_kind_values_do_not_select_a_kind() -> None:

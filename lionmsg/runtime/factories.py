@@ -11,7 +11,7 @@ Without `sender`/`recipient`, new messages keep their class defaults.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel
 
@@ -26,7 +26,35 @@ from lionmsg.generated.messages import (
 )
 from lionmsg.runtime.fastpath import assemble
 
-__all__ = ["create_action_response", "create_message"]
+__all__ = ["AddMessageArguments", "build_message", "create_action_response", "create_message"]
+
+
+class AddMessageArguments(TypedDict, total=False):
+    """The keyword arguments of `MessageManager.add_message` and `a_add_message` (LionAGI's names).
+
+    None means "not given" for every one of them; see the module docstring for how they choose a kind."""
+
+    sender: Any
+    recipient: Any
+    metadata: dict[str, Any] | None
+    instruction: Any
+    context: Any
+    handle_context: str | None
+    guidance: str | None
+    plain_content: str | None
+    response_format: Any
+    images: Any
+    image_detail: str | None
+    tool_schemas: Any
+    system: Any
+    system_datetime: Any
+    assistant_response: Any
+    action_function: Any
+    action_arguments: Any
+    action_output: Any
+    action_request: Any
+    action_response: Any
+
 
 ONE_KIND = "Only one message type can be added at a time."
 NO_REQUEST = "Error: please provide a corresponding action request for an action response."
@@ -48,10 +76,20 @@ def create_message(
     *, sender: Any = None, recipient: Any = None, metadata: dict[str, Any] | None = None, **arguments: Any
 ) -> Message:
     """The one message the arguments describe (see the module docstring)."""
+    return build_message(arguments, sender, recipient, metadata)
+
+
+def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metadata: dict[str, Any] | None) -> Message:
+    """`create_message` with the kind arguments in a dict the caller hands over (`add_message`'s hot path)."""
     kind = _kind(arguments)
-    given = {name: value for name, value in arguments.items() if _given(name, value)}
-    if not given.keys() <= _KIND_ARGUMENTS[kind]:
-        stray = sorted(given.keys() - _KIND_ARGUMENTS[kind])
+    # Given: not None for action_output (falsy results such as 0 or "" still make a response), truthy
+    # for every other argument.
+    given = {
+        name: value for name, value in arguments.items() if (value is not None if name == "action_output" else value)
+    }
+    allowed = _KIND_ARGUMENTS[kind]
+    if not given.keys() <= allowed:
+        stray = sorted(given.keys() - allowed)
         raise ValueError(f"{', '.join(stray)} cannot be used when adding a message of kind {kind!r}")
     routing = {}
     if sender is not None:
@@ -96,12 +134,15 @@ def create_action_response(
     return response
 
 
-def _given(name: str, value: Any) -> bool:
-    # action_output counts when not None, so falsy results (0, "", [], {}) still make a response.
-    return value is not None if name == "action_output" else bool(value)
+# The arguments that choose a kind other than an instruction.
+_OTHER_KIND_SELECTORS = frozenset(
+    {"system", "assistant_response", "action_request", "action_function", "action_output", "action_response"}
+)
 
 
 def _kind(arguments: dict[str, Any]) -> str:
+    if arguments.keys().isdisjoint(_OTHER_KIND_SELECTORS):  # the common case: no other kind is in question
+        return "instruction"
     get = arguments.get
     responding = get("action_output") is not None or bool(get("action_response"))
     requesting = bool(get("action_request")) or get("action_function") is not None
@@ -121,12 +162,14 @@ def _kind(arguments: dict[str, Any]) -> str:
 
 
 def _instruction(given: dict[str, Any], routing: dict[str, Any]) -> Message:
-    existing = given.pop("instruction", None)
+    existing = given.get("instruction")
     if isinstance(existing, Instruction):
+        del given["instruction"]
         existing.update(**routing, **given)
         return existing
-    fields = {"instruction": existing, **given} if existing is not None else given
-    return assemble(Instruction, InstructionContent.from_dict(fields), **routing)  # type: ignore[no-any-return]
+    # The kind's arguments are all content input names and `given` is ours: no check, no copy needed.
+    content = InstructionContent._from_input(given)
+    return assemble(Instruction, content, **routing)  # type: ignore[no-any-return]
 
 
 def _system(given: dict[str, Any], routing: dict[str, Any]) -> Message:

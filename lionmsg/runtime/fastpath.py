@@ -47,20 +47,24 @@ def assemble(cls: type[BaseModel], content: Any, sender: Any = MISSING, recipien
     and routing normalised here: what `cls(content=..., sender=..., recipient=...)` builds."""
     defaults = _defaults(cls)
     fields_set = {"content"}
-    routing = {"sender": sender, "recipient": recipient}
-    for name, given in routing.items():
-        if given is MISSING:
-            routing[name] = defaults[name]
-        else:
-            routing[name] = normalize_address(given)
-            fields_set.add(name)
+    if sender is MISSING:
+        sender = defaults["sender"]
+    else:
+        sender = normalize_address(sender)
+        fields_set.add("sender")
+    if recipient is MISSING:
+        recipient = defaults["recipient"]
+    else:
+        recipient = normalize_address(recipient)
+        fields_set.add("recipient")
     values = {
         "id": new_uuid4(),
         "created_at": time.time(),
         "metadata": {},
         "content": content,
         "embedding": None,
-        **routing,
+        "sender": sender,
+        "recipient": recipient,
         "channel": None,
     }
     return trusted_instance(cls, values, fields_set)
@@ -196,10 +200,17 @@ def dump_address(value: Any) -> Any:
 def new_uuid4() -> UUID:
     """`uuid.uuid4()` without `UUID.__init__`'s Python-level argument handling (a third of its cost):
     16 random bytes with the version and variant bits set exactly as RFC 4122 and `uuid4` set them."""
-    value = int.from_bytes(os.urandom(16), "big")
-    value = (value & ~(0xC000 << 48)) | (0x8000 << 48)  # variant: RFC 4122
-    value = (value & ~(0xF000 << 64)) | (4 << 76)  # version 4
-    return _uuid_from_int(value)
+    ident = _new_object(UUID)
+    _set_attribute(ident, "int", (int.from_bytes(os.urandom(16), "big") & _UUID4_KEEP) | _UUID4_SET)
+    _set_attribute(ident, "is_safe", SafeUUID.unknown)
+    return ident
+
+
+# Version 4 (bits 76-79) and the RFC 4122 variant (bits 62-63): cleared by _KEEP, then set by _SET.
+_UUID4_KEEP = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID4_SET = (4 << 76) | (0x8000 << 48)
+_new_object = object.__new__
+_set_attribute = object.__setattr__
 
 
 def _canonical_uuid(text: str) -> UUID:
@@ -208,9 +219,9 @@ def _canonical_uuid(text: str) -> UUID:
 
 
 def _uuid_from_int(value: int) -> UUID:
-    ident = object.__new__(UUID)
-    object.__setattr__(ident, "int", value)
-    object.__setattr__(ident, "is_safe", SafeUUID.unknown)
+    ident = _new_object(UUID)
+    _set_attribute(ident, "int", value)
+    _set_attribute(ident, "is_safe", SafeUUID.unknown)
     return ident
 
 
@@ -218,8 +229,8 @@ def trusted_instance(cls: type[BaseModel], values: dict[str, Any], fields_set: s
     """An instance of `cls` holding `values` (every field, each already valid and in final form) as
     pydantic's own construction leaves it (no extras, no private attributes)."""
     message = cls.__new__(cls)
-    object.__setattr__(message, "__dict__", values)
-    object.__setattr__(message, "__pydantic_fields_set__", fields_set)
-    object.__setattr__(message, "__pydantic_extra__", None)
-    object.__setattr__(message, "__pydantic_private__", None)
+    _set_attribute(message, "__dict__", values)
+    _set_attribute(message, "__pydantic_fields_set__", fields_set)
+    _set_attribute(message, "__pydantic_extra__", None)
+    _set_attribute(message, "__pydantic_private__", None)
     return message

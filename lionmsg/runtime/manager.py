@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from lionmsg.generated.messages import (
     ActionRequest,
@@ -16,10 +15,13 @@ from lionmsg.generated.messages import (
     System,
 )
 from lionmsg.runtime.callbacks import MessageCallback, run_async_callbacks, run_sync_callbacks, sync_preflight
-from lionmsg.runtime.factories import create_action_response, create_message
+from lionmsg.runtime.factories import AddMessageArguments, build_message, create_action_response
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression
 from lionmsg.runtime.wire import loads_json
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["INVALID_PROGRESSION", "MessageManager"]
 
@@ -101,53 +103,34 @@ class MessageManager:
 
     # -- adding ------------------------------------------------------------------------------------
 
-    def add_message(
-        self,
-        *,
-        sender: Any = None,
-        recipient: Any = None,
-        metadata: dict[str, Any] | None = None,
-        instruction: Any = None,
-        context: Any = None,
-        handle_context: str | None = None,
-        guidance: str | None = None,
-        plain_content: str | None = None,
-        response_format: Any = None,
-        images: Any = None,
-        image_detail: str | None = None,
-        tool_schemas: Any = None,
-        system: Any = None,
-        system_datetime: Any = None,
-        assistant_response: Any = None,
-        action_function: Any = None,
-        action_arguments: Any = None,
-        action_output: Any = None,
-        action_request: Any = None,
-        action_response: Any = None,
-    ) -> Message:
+    def add_message(self, **arguments: Unpack[AddMessageArguments]) -> Message:
         """Build or update one message (see `lionmsg.runtime.factories`), add or replace it, then call
-        the observers. An observer's failure is raised after all have run; the message stays."""
-        # The keyword arguments that were given (None means "not given" for every one of them).
-        arguments = {k: v for k, v in locals().items() if v is not None and k != "self"}
-        callbacks = list(self.on_message_added)
+        the observers. An observer's failure is raised after all have run; the message stays.
+
+        The keyword arguments are those of `AddMessageArguments` (LionAGI's names); None means "not
+        given" for every one of them."""
+        _check_arguments("add_message", arguments)
+        callbacks = self.on_message_added
         if callbacks:
+            callbacks = list(callbacks)  # observers added by an observer wait for the next message
             sync_preflight(callbacks)
-        message = self._commit(arguments)
+        message = self._commit(cast(dict[str, Any], arguments))  # a fresh dict per call: ours to consume
         if callbacks:
             run_sync_callbacks(callbacks, message)
         return message
 
-    async def a_add_message(self, **arguments: Any) -> Message:
+    async def a_add_message(self, **arguments: Unpack[AddMessageArguments]) -> Message:
         """`add_message` for async code: builds and commits under the pile's lock, releases it, then
         calls (and awaits) a snapshot of the observers taken after the commit."""
-        _check_arguments(arguments)
+        _check_arguments("a_add_message", arguments)
         async with self.messages:
-            message = self._commit(arguments)
+            message = self._commit(cast(dict[str, Any], arguments))  # a fresh dict per call: ours to consume
         await run_async_callbacks(list(self.on_message_added), message)
         return message
 
     def _commit(self, arguments: dict[str, Any]) -> Message:
-        message = create_message(**arguments)
+        pop = arguments.pop
+        message = build_message(arguments, pop("sender", None), pop("recipient", None), pop("metadata", None))
         if isinstance(message, System):
             self.set_system(message)
         else:
@@ -267,10 +250,11 @@ def _messages_from(messages: Any) -> list[Message]:
     return loaded
 
 
-_ADD_ARGUMENTS = frozenset(inspect.signature(MessageManager.add_message).parameters) - {"self"}
+_ADD_ARGUMENTS = AddMessageArguments.__optional_keys__
 
 
-def _check_arguments(arguments: Mapping[str, Any]) -> None:
-    unknown = sorted(set(arguments) - _ADD_ARGUMENTS)
-    if unknown:
-        raise TypeError(f"a_add_message() got unexpected keyword argument(s): {', '.join(unknown)}")
+def _check_arguments(method: str, arguments: Mapping[str, Any]) -> None:
+    # What Python says for a keyword the signature lacks (the first one, in the order given).
+    if not arguments.keys() <= _ADD_ARGUMENTS:
+        unknown = next(name for name in arguments if name not in _ADD_ARGUMENTS)
+        raise TypeError(f"{method}() got an unexpected keyword argument {unknown!r}")

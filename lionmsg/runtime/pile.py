@@ -153,12 +153,12 @@ class Pile(Element, Generic[T]):
 
     def include(self, items: Any) -> bool:
         """Append the items not present yet; True when any was added."""
-        if isinstance(items, Element):  # the common case, kept cheap
-            self._check((items,))
-            if items.id in self._items:
+        if self._admitted.get(type(items)):  # the common case, kept cheap: an element of an admitted class
+            ident = items.id
+            if ident in self._items:
                 return False
-            self._progression.append(items.id)
-            self._items[items.id] = items  # type: ignore[assignment]  # _check admitted it
+            self._progression.append(ident)
+            self._items[ident] = items
             return True
         new = self._as_items(items)
         self._check(new)
@@ -172,11 +172,11 @@ class Pile(Element, Generic[T]):
 
     def update(self, items: Any) -> None:
         """Add or replace: an item whose id is present replaces the old one at the same position."""
-        if isinstance(items, Element):  # the common case, kept cheap
-            self._check((items,))
-            if items.id not in self._items:
-                self._progression.append(items.id)
-            self._items[items.id] = items  # type: ignore[assignment]  # _check admitted it
+        if self._admitted.get(type(items)):  # the common case, kept cheap: an element of an admitted class
+            ident = items.id
+            if ident not in self._items:
+                self._progression.append(ident)
+            self._items[ident] = items
             return
         new = self._as_items(items)
         self._check(new)
