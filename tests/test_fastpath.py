@@ -128,3 +128,15 @@ def test_a_message_copy_is_deep_and_keeps_everything_else(content: dict[str, Any
     if "nested" in content:
         copied.content["nested"]["list"].append(3)
         assert original.content["nested"]["list"] == [1, 2.5, "x", None, True]
+
+
+@pytest.mark.parametrize("message", [m for m in everything() if type(m) is not Message], ids=lambda m: type(m).__name__)
+def test_content_loaded_from_a_record_equals_content_built_by_the_constructor(message: Message) -> None:
+    content_type = type(message.content)
+    record = message.content.to_dict()
+    loaded, built = content_type.from_record(record), content_type(**record)
+    assert loaded == built
+    assert type(loaded) is content_type
+    for name, value in record.items():  # a record's containers are kept or copied as the constructor does
+        if isinstance(value, (list, dict)):
+            assert (getattr(loaded, name) is value) == (getattr(built, name) is value), name

@@ -249,6 +249,8 @@ def render_content(schemas: SchemaSet) -> str:
             check = compile_check({k: v for k, v in prop.items() if not k.startswith("x-")})
             if check is not None:
                 prop["x-lionmsg-check"] = {"expr": check.expr, "expected": check.expected}
+            # The default as a Python expression (a fresh list or dict on every evaluation).
+            prop["x-lionmsg-default"] = repr(prop.get("default"))
         module, base = _module_and_name(schema["x-lionmsg-behaviour"]) or ("", "")
         imports.append(f"{module}.{base}")
         inlined["x-lionmsg-behaviour"] = base

@@ -66,9 +66,8 @@ class ActionRequestContent(ActionRequestBehaviour):
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> ActionRequestContent:
         """Load from the record form: schema fields only, each checked against its schema."""
-        unknown = data.keys() - cls._WIRE_FIELDS
-        if unknown:
-            raise RecordFieldError.unknown(cls.__name__, unknown, data)
+        if not data.keys() <= cls._WIRE_FIELDS:
+            raise RecordFieldError.unknown(cls.__name__, data.keys() - cls._WIRE_FIELDS, data)
         if "function" in data and not isinstance(data["function"], str):
             raise RecordFieldError(
                 "function",
@@ -96,7 +95,18 @@ class ActionRequestContent(ActionRequestBehaviour):
                 "ActionRequestContent.action_response_id must be a string matching ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$ or null",
                 data["action_response_id"],
             )
-        return cls(**data)
+        return cls._from_checked(data)
+
+    @classmethod
+    def _from_checked(cls, data: Mapping[str, Any]) -> ActionRequestContent:
+        # The values passed from_record's checks: built with _normalize() but without __post_init__,
+        # whose checks would only repeat them (normalising a valid record value keeps it valid).
+        content = object.__new__(cls)
+        content.function = data.get("function", "")
+        content.arguments = data.get("arguments", {})
+        content.action_response_id = data.get("action_response_id", None)
+        content._normalize()
+        return content
 
     def to_dict(self) -> dict[str, Any]:
         """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""
@@ -167,9 +177,8 @@ class ActionResponseContent(ActionResponseBehaviour):
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> ActionResponseContent:
         """Load from the record form: schema fields only, each checked against its schema."""
-        unknown = data.keys() - cls._WIRE_FIELDS
-        if unknown:
-            raise RecordFieldError.unknown(cls.__name__, unknown, data)
+        if not data.keys() <= cls._WIRE_FIELDS:
+            raise RecordFieldError.unknown(cls.__name__, data.keys() - cls._WIRE_FIELDS, data)
         if "function" in data and not isinstance(data["function"], str):
             raise RecordFieldError(
                 "function",
@@ -203,7 +212,20 @@ class ActionResponseContent(ActionResponseBehaviour):
                 "ActionResponseContent.error must be a string or null",
                 data["error"],
             )
-        return cls(**data)
+        return cls._from_checked(data)
+
+    @classmethod
+    def _from_checked(cls, data: Mapping[str, Any]) -> ActionResponseContent:
+        # The values passed from_record's checks: built with _normalize() but without __post_init__,
+        # whose checks would only repeat them (normalising a valid record value keeps it valid).
+        content = object.__new__(cls)
+        content.function = data.get("function", "")
+        content.arguments = data.get("arguments", {})
+        content.output = data.get("output", None)
+        content.action_request_id = data.get("action_request_id", None)
+        content.error = data.get("error", None)
+        content._normalize()
+        return content
 
     def to_dict(self) -> dict[str, Any]:
         """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""
@@ -243,16 +265,24 @@ class AssistantResponseContent(AssistantResponseBehaviour):
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> AssistantResponseContent:
         """Load from the record form: schema fields only, each checked against its schema."""
-        unknown = data.keys() - cls._WIRE_FIELDS
-        if unknown:
-            raise RecordFieldError.unknown(cls.__name__, unknown, data)
+        if not data.keys() <= cls._WIRE_FIELDS:
+            raise RecordFieldError.unknown(cls.__name__, data.keys() - cls._WIRE_FIELDS, data)
         if "assistant_response" in data and not isinstance(data["assistant_response"], str):
             raise RecordFieldError(
                 "assistant_response",
                 "AssistantResponseContent.assistant_response must be a string",
                 data["assistant_response"],
             )
-        return cls(**data)
+        return cls._from_checked(data)
+
+    @classmethod
+    def _from_checked(cls, data: Mapping[str, Any]) -> AssistantResponseContent:
+        # The values passed from_record's checks: built with _normalize() but without __post_init__,
+        # whose checks would only repeat them (normalising a valid record value keeps it valid).
+        content = object.__new__(cls)
+        content.assistant_response = data.get("assistant_response", "")
+        content._normalize()
+        return content
 
     def to_dict(self) -> dict[str, Any]:
         """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""
@@ -368,9 +398,8 @@ class InstructionContent(InstructionBehaviour):
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> InstructionContent:
         """Load from the record form: schema fields only, each checked against its schema."""
-        unknown = data.keys() - cls._WIRE_FIELDS
-        if unknown:
-            raise RecordFieldError.unknown(cls.__name__, unknown, data)
+        if not data.keys() <= cls._WIRE_FIELDS:
+            raise RecordFieldError.unknown(cls.__name__, data.keys() - cls._WIRE_FIELDS, data)
         if "instruction" in data and not (isinstance(data["instruction"], str) or data["instruction"] is None):
             raise RecordFieldError(
                 "instruction",
@@ -454,7 +483,25 @@ class InstructionContent(InstructionBehaviour):
                 'InstructionContent.image_detail must be one of "low", "high", "auto", null',
                 data["image_detail"],
             )
-        return cls(**data)
+        return cls._from_checked(data)
+
+    @classmethod
+    def _from_checked(cls, data: Mapping[str, Any]) -> InstructionContent:
+        # The values passed from_record's checks: built with _normalize() but without __post_init__,
+        # whose checks would only repeat them (normalising a valid record value keeps it valid).
+        content = object.__new__(cls)
+        content.instruction = data.get("instruction", None)
+        content.guidance = data.get("guidance", None)
+        content.prompt_context = data.get("prompt_context", [])
+        content.plain_content = data.get("plain_content", None)
+        content.tool_schemas = data.get("tool_schemas", [])
+        content.response_format = data.get("response_format", None)
+        content.images = data.get("images", [])
+        content.image_detail = data.get("image_detail", None)
+        content.structure = None
+        content._structure_instance = None
+        content._normalize()
+        return content
 
     def to_dict(self) -> dict[str, Any]:
         """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""
@@ -510,9 +557,8 @@ class SystemContent(SystemBehaviour):
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> SystemContent:
         """Load from the record form: schema fields only, each checked against its schema."""
-        unknown = data.keys() - cls._WIRE_FIELDS
-        if unknown:
-            raise RecordFieldError.unknown(cls.__name__, unknown, data)
+        if not data.keys() <= cls._WIRE_FIELDS:
+            raise RecordFieldError.unknown(cls.__name__, data.keys() - cls._WIRE_FIELDS, data)
         if "system_message" in data and not isinstance(data["system_message"], str):
             raise RecordFieldError(
                 "system_message",
@@ -527,7 +573,17 @@ class SystemContent(SystemBehaviour):
                 "SystemContent.system_datetime must be a string or null",
                 data["system_datetime"],
             )
-        return cls(**data)
+        return cls._from_checked(data)
+
+    @classmethod
+    def _from_checked(cls, data: Mapping[str, Any]) -> SystemContent:
+        # The values passed from_record's checks: built with _normalize() but without __post_init__,
+        # whose checks would only repeat them (normalising a valid record value keeps it valid).
+        content = object.__new__(cls)
+        content.system_message = data.get("system_message", "You are a helpful AI assistant. Let's think step by step.")
+        content.system_datetime = data.get("system_datetime", None)
+        content._normalize()
+        return content
 
     def to_dict(self) -> dict[str, Any]:
         """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""

@@ -142,7 +142,7 @@ class Element(BaseModel):
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
         """Load a record: the class named by `metadata.lion_class` (this class when absent), which must
         be this class or a subclass of it. Records must carry `id` and `created_at`."""
-        if not isinstance(data, Mapping):
+        if type(data) is not dict and not isinstance(data, Mapping):
             raise TypeError(f"a {cls.__name__} record must be a mapping, got {type(data).__name__}")
         target = cls._record_class(data)
         record = dict(data)
@@ -158,6 +158,8 @@ class Element(BaseModel):
         if not isinstance(metadata, Mapping) or "lion_class" not in metadata:
             return cls
         named = metadata["lion_class"]
+        if type(named) is str and named == cls.__name__:  # the common case: the record names this class
+            return cls
         if not isinstance(named, str):
             raise record_error(cls, ("metadata", "lion_class"), "lion_class must be a string", named)
         found = element_class(cls, named)

@@ -156,7 +156,7 @@ class MessageBehaviour(Node, Sendable):
             "sender": dump_address(values["sender"]),
             "recipient": dump_address(values["recipient"]),
             "channel": values["channel"],
-            "role": self._role.value,
+            "role": self._role._value_,  # `.value` is a Python-level enum property: slower
         }
 
     @classmethod

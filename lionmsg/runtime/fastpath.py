@@ -76,14 +76,20 @@ def load_envelope(cls: type[BaseModel], record: dict[str, Any]) -> Any:
     if not record.keys() <= _RECORD_KEYS:
         return None
     ident, created_at = record["id"], record["created_at"]
-    if type(ident) is not str or CANONICAL_UUID.fullmatch(ident) is None:
+    if type(ident) is not str or _canonical_uuid_text(ident) is None:
         return None
-    if type(created_at) is not float or not math.isfinite(created_at):
+    if type(created_at) is not float or not _isfinite(created_at):
         return None
     defaults = _defaults(cls)
-    metadata = record.get("metadata", {})
-    if type(metadata) is not dict or any(type(key) is not str for key in metadata):
+    metadata: dict[str, Any] = {}
+    given_metadata = record.get("metadata", metadata)
+    if type(given_metadata) is not dict:
         return None
+    for key, value in given_metadata.items():
+        if type(key) is not str:
+            return None
+        if key != "lion_class":  # the discriminator, already resolved to `cls`
+            metadata[key] = value
     content = record.get("content", MISSING)
     if content is MISSING:
         content = defaults["content"]()
@@ -91,29 +97,41 @@ def load_envelope(cls: type[BaseModel], record: dict[str, Any]) -> Any:
         return None
     embedding = record.get("embedding")
     if embedding is not None:
-        if type(embedding) is not list or not all(type(x) is float and math.isfinite(x) for x in embedding):
+        if type(embedding) is not list or not all(type(x) is float and _isfinite(x) for x in embedding):
             return None
         embedding = list(embedding)
     channel = record.get("channel")
     if channel is not None and type(channel) is not str:
         return None
+    sender = record.get("sender", MISSING)
+    if sender is MISSING:
+        sender = defaults["sender"]
+    elif sender is None or type(sender) is str:
+        sender = normalize_address(sender)
+    else:
+        return None
+    recipient = record.get("recipient", MISSING)
+    if recipient is MISSING:
+        recipient = defaults["recipient"]
+    elif recipient is None or type(recipient) is str:
+        recipient = normalize_address(recipient)
+    else:
+        return None
     values = {
         "id": _canonical_uuid(ident),
         "created_at": created_at,
-        "metadata": {key: value for key, value in metadata.items() if key != "lion_class"},
+        "metadata": metadata,
         "content": content,
         "embedding": embedding,
+        "sender": sender,
+        "recipient": recipient,
+        "channel": channel,
     }
-    for name in ("sender", "recipient"):
-        address = record.get(name, MISSING)
-        if address is MISSING:
-            values[name] = defaults[name]
-        elif address is None or type(address) is str:
-            values[name] = normalize_address(address)
-        else:
-            return None
-    values["channel"] = channel
     return trusted_instance(cls, values, set(record))
+
+
+_canonical_uuid_text = CANONICAL_UUID.fullmatch
+_isfinite = math.isfinite
 
 
 _DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
@@ -191,7 +209,7 @@ def dump_address(value: Any) -> Any:
     """A sender or recipient as JSON: a role's value, a UUID's text, a name as is, None."""
     kind = type(value)
     if kind is MessageRole:
-        return value.value
+        return value._value_  # `.value` is a Python-level enum property: several times slower
     if kind is UUID:
         return str(value)
     return value

@@ -20,9 +20,9 @@ _HANDLE_CONTEXT = ("extend", "replace")
 
 def _as_list(value: Any) -> list[Any]:
     """A list as given (copied); None as no items; any other value as a one-item list."""
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list) else [value]
+    if type(value) is list or isinstance(value, list):
+        return list(value)
+    return [] if value is None else [value]
 
 
 def _flat_tool_schemas(value: Any) -> list[Any]:
@@ -81,7 +81,8 @@ class InstructionBehaviour(MessageContent):
             if problem is not None:
                 raise RecordFieldError("images", f"InstructionContent.images[{index}]: {problem}", ref)
         self.structure = resolve_structure(self.structure)
-        self._structure_instance = build_structure(self.structure, self.response_format)
+        response_format = self.response_format
+        self._structure_instance = None if response_format is None else build_structure(self.structure, response_format)
 
     @property
     def rendered(self) -> str | list[dict[str, Any]]:
