@@ -103,19 +103,9 @@ def load_envelope(cls: type[BaseModel], record: dict[str, Any]) -> Any:
     channel = record.get("channel")
     if channel is not None and type(channel) is not str:
         return None
-    sender = record.get("sender", MISSING)
-    if sender is MISSING:
-        sender = defaults["sender"]
-    elif sender is None or type(sender) is str:
-        sender = normalize_address(sender)
-    else:
-        return None
-    recipient = record.get("recipient", MISSING)
-    if recipient is MISSING:
-        recipient = defaults["recipient"]
-    elif recipient is None or type(recipient) is str:
-        recipient = normalize_address(recipient)
-    else:
+    sender = _record_address(record, "sender", defaults)
+    recipient = _record_address(record, "recipient", defaults)
+    if sender is MISSING or recipient is MISSING:
         return None
     values = {
         "id": _canonical_uuid(ident),
@@ -128,6 +118,17 @@ def load_envelope(cls: type[BaseModel], record: dict[str, Any]) -> Any:
         "channel": channel,
     }
     return trusted_instance(cls, values, set(record))
+
+
+def _record_address(record: dict[str, Any], name: str, defaults: dict[str, Any]) -> Any:
+    """A record's sender or recipient normalised (the class default when absent), or MISSING when it
+    is not plain text or null."""
+    address = record.get(name, MISSING)
+    if address is MISSING:
+        return defaults[name]
+    if address is None or type(address) is str:
+        return normalize_address(address)
+    return MISSING
 
 
 _canonical_uuid_text = CANONICAL_UUID.fullmatch
