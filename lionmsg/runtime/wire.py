@@ -48,7 +48,9 @@ class RecordFieldError(ValueError):
 def loads_json(text: str | bytes) -> Any:
     """Strict JSON, as every other client reads it: `NaN`/`Infinity` and numbers beyond a double are
     ValueErrors (Python's json module would turn them into floats no record can hold)."""
-    return json.loads(text, parse_float=_finite, parse_constant=_not_json)
+    if isinstance(text, (bytes, bytearray)):  # what json.loads does with bytes: UTF-8/16/32 by the BOM
+        text = text.decode(json.detect_encoding(text), "surrogatepass")
+    return _STRICT_DECODER.decode(text)
 
 
 def _finite(text: str) -> float:
@@ -60,3 +62,7 @@ def _finite(text: str) -> float:
 
 def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
+
+
+# One decoder for every call: json.loads with hooks builds a new decoder (and scanner) each time.
+_STRICT_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_not_json)
