@@ -3,6 +3,7 @@ step aside for anything they are not sure about."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any
 
@@ -104,6 +105,23 @@ def test_fast_uuids_are_version_4_rfc_4122_uuids() -> None:
         assert (ident.version, ident.variant) == (4, uuid.RFC_4122)
         assert uuid.UUID(str(ident)) == ident
         assert hash(uuid.UUID(str(ident))) == hash(ident)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork (POSIX)")
+def test_a_forked_child_never_repeats_its_parents_ids() -> None:
+    fastpath.new_uuid4()  # the parent now holds unused random numbers, which the child inherits
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: write its next id and leave at once
+        os.write(writer, fastpath.new_uuid4().bytes)
+        os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as pipe:
+        childs = uuid.UUID(bytes=pipe.read())
+    os.waitpid(child, 0)
+    parents = fastpath.new_uuid4()
+    assert childs != parents
+    assert childs.version == 4
 
 
 @pytest.mark.parametrize(

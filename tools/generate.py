@@ -170,7 +170,8 @@ def compile_check(schema: Any, depth: int = 0) -> Check | None:
         item = compile_check(schema["items"], depth + 1)
         if item is not None:
             name = f"item{depth}"
-            cond = f"all({item.expr.replace('{v}', name)} for {name} in {{v}})"
+            # `not {v} or`: an empty array (the usual case) skips building a generator for all().
+            cond = f"(not {{v}} or all({item.expr.replace('{v}', name)} for {name} in {{v}}))"
             if types == ["array"]:  # the type check above becomes "an array of <items>"
                 parts[0] = Check(
                     f"(isinstance({{v}}, list) and {cond})", f"an array of items that are each {item.expected}"

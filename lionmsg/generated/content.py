@@ -345,7 +345,10 @@ class InstructionContent(InstructionBehaviour):
                 "InstructionContent.plain_content must be a string or null",
                 self.plain_content,
             )
-        if not (isinstance(self.tool_schemas, list) and all(isinstance(item0, dict) for item0 in self.tool_schemas)):
+        if not (
+            isinstance(self.tool_schemas, list)
+            and (not self.tool_schemas or all(isinstance(item0, dict) for item0 in self.tool_schemas))
+        ):
             raise RecordFieldError(
                 "tool_schemas",
                 "InstructionContent.tool_schemas must be an array of items that are each an object",
@@ -353,34 +356,37 @@ class InstructionContent(InstructionBehaviour):
             )
         if not (
             isinstance(self.images, list)
-            and all(
-                (
-                    isinstance(item0, str)
-                    and (
-                        (
-                            isinstance(item0, str)
-                            and matches(
-                                "^[Hh][Tt][Tt][Pp][Ss]?://[^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff/?#]+(?:[/?#][^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]*)?$",
-                                item0,
+            and (
+                not self.images
+                or all(
+                    (
+                        isinstance(item0, str)
+                        and (
+                            (
+                                isinstance(item0, str)
+                                and matches(
+                                    "^[Hh][Tt][Tt][Pp][Ss]?://[^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff/?#]+(?:[/?#][^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]*)?$",
+                                    item0,
+                                )
                             )
-                        )
-                        or (
-                            isinstance(item0, str)
-                            and matches(
-                                "^data:image/(?:png|jpe?g|gif|webp);base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
-                                item0,
+                            or (
+                                isinstance(item0, str)
+                                and matches(
+                                    "^data:image/(?:png|jpe?g|gif|webp);base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
+                                    item0,
+                                )
                             )
-                        )
-                        or (
-                            isinstance(item0, str)
-                            and matches(
-                                "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
-                                item0,
+                            or (
+                                isinstance(item0, str)
+                                and matches(
+                                    "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
+                                    item0,
+                                )
                             )
                         )
                     )
+                    for item0 in self.images
                 )
-                for item0 in self.images
             )
         ):
             raise RecordFieldError(
@@ -425,7 +431,8 @@ class InstructionContent(InstructionBehaviour):
                 data["plain_content"],
             )
         if "tool_schemas" in data and not (
-            isinstance(data["tool_schemas"], list) and all(isinstance(item0, dict) for item0 in data["tool_schemas"])
+            isinstance(data["tool_schemas"], list)
+            and (not data["tool_schemas"] or all(isinstance(item0, dict) for item0 in data["tool_schemas"]))
         ):
             raise RecordFieldError(
                 "tool_schemas",
@@ -442,34 +449,37 @@ class InstructionContent(InstructionBehaviour):
             )
         if "images" in data and not (
             isinstance(data["images"], list)
-            and all(
-                (
-                    isinstance(item0, str)
-                    and (
-                        (
-                            isinstance(item0, str)
-                            and matches(
-                                "^[Hh][Tt][Tt][Pp][Ss]?://[^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff/?#]+(?:[/?#][^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]*)?$",
-                                item0,
+            and (
+                not data["images"]
+                or all(
+                    (
+                        isinstance(item0, str)
+                        and (
+                            (
+                                isinstance(item0, str)
+                                and matches(
+                                    "^[Hh][Tt][Tt][Pp][Ss]?://[^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff/?#]+(?:[/?#][^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]*)?$",
+                                    item0,
+                                )
                             )
-                        )
-                        or (
-                            isinstance(item0, str)
-                            and matches(
-                                "^data:image/(?:png|jpe?g|gif|webp);base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
-                                item0,
+                            or (
+                                isinstance(item0, str)
+                                and matches(
+                                    "^data:image/(?:png|jpe?g|gif|webp);base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
+                                    item0,
+                                )
                             )
-                        )
-                        or (
-                            isinstance(item0, str)
-                            and matches(
-                                "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
-                                item0,
+                            or (
+                                isinstance(item0, str)
+                                and matches(
+                                    "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
+                                    item0,
+                                )
                             )
                         )
                     )
+                    for item0 in data["images"]
                 )
-                for item0 in data["images"]
             )
         ):
             raise RecordFieldError(

@@ -217,10 +217,16 @@ def dump_address(value: Any) -> Any:
 
 
 def new_uuid4() -> UUID:
-    """`uuid.uuid4()` without `UUID.__init__`'s Python-level argument handling (a third of its cost):
-    16 random bytes with the version and variant bits set exactly as RFC 4122 and `uuid4` set them."""
+    """`uuid.uuid4()` without `UUID.__init__`'s Python-level argument handling: 128 random bits from
+    `os.urandom` (read 4 KiB at a time) with the version and variant bits set as RFC 4122 and `uuid4`
+    set them."""
+    try:
+        bits = _take_random()
+    except IndexError:
+        _refill_random()
+        bits = _take_random()
     ident = _new_object(UUID)
-    _set_attribute(ident, "int", (int.from_bytes(os.urandom(16), "big") & _UUID4_KEEP) | _UUID4_SET)
+    _set_attribute(ident, "int", (bits & _UUID4_KEEP) | _UUID4_SET)
     _set_attribute(ident, "is_safe", SafeUUID.unknown)
     return ident
 
@@ -228,6 +234,21 @@ def new_uuid4() -> UUID:
 # Version 4 (bits 76-79) and the RFC 4122 variant (bits 62-63): cleared by _KEEP, then set by _SET.
 _UUID4_KEEP = ~((0xF000 << 64) | (0xC000 << 48))
 _UUID4_SET = (4 << 76) | (0x8000 << 48)
+
+# 128-bit random numbers not used yet. One os.urandom call per 256 ids instead of one per id; a forked
+# child starts empty, so it never repeats ids its parent (or a sibling) hands out.
+_RANDOM: list[int] = []
+_take_random = _RANDOM.pop
+
+
+def _refill_random() -> None:
+    block = os.urandom(16 * 256)
+    _RANDOM.extend([int.from_bytes(block[start : start + 16], "big") for start in range(0, len(block), 16)])
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_RANDOM.clear)
+
 _new_object = object.__new__
 _set_attribute = object.__setattr__
 

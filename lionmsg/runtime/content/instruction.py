@@ -64,9 +64,11 @@ class InstructionBehaviour(MessageContent):
         if handle_context not in _HANDLE_CONTEXT:
             raise ValueError("handle_context must be either 'extend' or 'replace'")
         if "context" in data:
-            context = _as_list(data.pop("context"))
-            if handle_context == "extend":
-                context = _as_list(data.get("prompt_context")) + context
+            context = data.pop("context")
+            if type(context) is not list:  # a list is taken as it is: _normalize() copies prompt_context
+                context = _as_list(context)
+            if handle_context == "extend" and data.get("prompt_context") is not None:
+                context = _as_list(data["prompt_context"]) + context
             data["prompt_context"] = context
         if data.get("images") and data.get("image_detail") is None:
             data["image_detail"] = "auto"
