@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -48,10 +48,14 @@ class MessageContent:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
         """Build from field values; an unknown name raises ValueError naming it."""
-        unknown = data.keys() - cls.input_names()
+        cls._check_input_names(data.keys())
+        return cls._from_input(dict(data))
+
+    @classmethod
+    def _check_input_names(cls, names: Iterable[str]) -> None:
+        unknown = set(names) - cls.input_names()
         if unknown:
             raise ValueError(f"{cls.__name__} has no field(s) {', '.join(map(repr, sorted(unknown)))}")
-        return cls._from_input(dict(data))
 
     @classmethod
     def _from_input(cls, data: dict[str, Any]) -> Self:
@@ -63,16 +67,18 @@ class MessageContent:
         values: dict[str, Any] = {}
         for name in _public_fields(type(self)):
             value = getattr(self, name)
-            if isinstance(value, list):
+            kind = type(value)
+            if kind is list or (kind is not str and isinstance(value, list)):
                 value = list(value)
-            elif isinstance(value, dict):
+            elif kind is dict or (kind is not str and isinstance(value, dict)):
                 value = dict(value)
             values[name] = value
         return values
 
     def updated(self, **changes: Any) -> Self:
         """A new content with `changes` applied through `from_dict`; this one is left untouched."""
-        return self.from_dict({**self.field_values(), **changes})
+        self._check_input_names(changes)
+        return self._from_input({**self.field_values(), **changes})  # a fresh dict: from_dict's copy is not needed
 
     def copy(self) -> Self:
         """A deep copy (classes referenced by a field, such as a response model, are shared)."""
