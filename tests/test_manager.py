@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 from collections.abc import Iterable
 from typing import Any
 from uuid import uuid4
@@ -236,6 +237,11 @@ LIONAGI_ADD_MESSAGE_ARGUMENTS = [
 def test_add_message_takes_lionagis_keyword_arguments() -> None:
     assert list(AddMessageArguments.__annotations__) == LIONAGI_ADD_MESSAGE_ARGUMENTS
     assert AddMessageArguments.__optional_keys__ == set(LIONAGI_ADD_MESSAGE_ARGUMENTS)
+    for method in (MessageManager.add_message, MessageManager.a_add_message):  # what help() and IDEs show
+        parameters = inspect.signature(method).parameters
+        assert list(parameters) == ["self", *LIONAGI_ADD_MESSAGE_ARGUMENTS]
+        keywords = list(parameters.values())[1:]
+        assert {(p.kind, p.default) for p in keywords} == {(inspect.Parameter.KEYWORD_ONLY, None)}
 
 
 @pytest.mark.parametrize("method", ["add_message", "a_add_message"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
@@ -251,6 +252,26 @@ def _messages_from(messages: Any) -> list[Message]:
 
 
 _ADD_ARGUMENTS = AddMessageArguments.__optional_keys__
+
+
+def _keyword_signature(method: Any) -> inspect.Signature:
+    """`method`'s signature as `help()` and IDEs should show it: LionAGI's keyword arguments, each
+    defaulting to None, in place of `**arguments` (which saves binding twenty defaults per call)."""
+    keywords = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=_annotation_text(annotation))
+        for name, annotation in AddMessageArguments.__annotations__.items()
+    ]
+    signature = inspect.signature(method)
+    return signature.replace(parameters=[signature.parameters["self"], *keywords])
+
+
+def _annotation_text(annotation: Any) -> Any:
+    # A TypedDict keeps postponed annotations as ForwardRefs: show their text, as for the other parameters.
+    return getattr(annotation, "__forward_arg__", annotation)
+
+
+for _method in (MessageManager.add_message, MessageManager.a_add_message):
+    cast(Any, _method).__signature__ = _keyword_signature(_method)
 
 
 def _check_arguments(method: str, arguments: Mapping[str, Any]) -> None:
