@@ -107,6 +107,33 @@ def test_fast_uuids_are_version_4_rfc_4122_uuids() -> None:
         assert hash(uuid.UUID(str(ident))) == hash(ident)
 
 
+def test_new_ids_when_another_thread_empties_the_pool_after_a_refill(monkeypatch: pytest.MonkeyPatch) -> None:
+    refill = fastpath._refill_random
+    calls = []
+
+    def refill_then_lose_it_once() -> None:
+        refill()
+        calls.append(1)
+        if len(calls) == 1:
+            fastpath._RANDOM.clear()  # what another thread taking every number would leave
+
+    monkeypatch.setattr(fastpath, "_refill_random", refill_then_lose_it_once)
+    fastpath._RANDOM.clear()
+    ident = fastpath.new_uuid4()
+    assert (ident.version, ident.variant) == (4, uuid.RFC_4122)
+    assert len(calls) == 2
+
+
+def test_a_self_referencing_message_is_deep_copied_with_its_shape() -> None:
+    original = Message(content={"items": [1]})
+    original.metadata["self"] = original.metadata
+    copied = fastpath.copy_message(original)
+    assert copied.metadata is not original.metadata
+    assert copied.metadata["self"] is copied.metadata
+    assert copied.content == {"items": [1]}
+    assert copied.content is not original.content
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork (POSIX)")
 def test_a_forked_child_never_repeats_its_parents_ids() -> None:
     fastpath.new_uuid4()  # the parent now holds unused random numbers, which the child inherits

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import typing
 from collections.abc import Iterable
 from typing import Any
 from uuid import uuid4
@@ -237,6 +238,8 @@ LIONAGI_ADD_MESSAGE_ARGUMENTS = [
 def test_add_message_takes_lionagis_keyword_arguments() -> None:
     assert list(AddMessageArguments.__annotations__) == LIONAGI_ADD_MESSAGE_ARGUMENTS
     assert AddMessageArguments.__optional_keys__ == set(LIONAGI_ADD_MESSAGE_ARGUMENTS)
+    hints = typing.get_type_hints(MessageManager.add_message)  # what validate_call and friends evaluate
+    assert set(hints) == {"arguments", "return"}
     for method in (MessageManager.add_message, MessageManager.a_add_message):  # what help() and IDEs show
         parameters = inspect.signature(method).parameters
         assert list(parameters) == ["self", *LIONAGI_ADD_MESSAGE_ARGUMENTS]
@@ -254,7 +257,7 @@ def test_an_unknown_keyword_argument_is_a_type_error_that_changes_nothing(method
         result = add(instruction="x", bogus=1, other=2)
         return asyncio.run(result) if method == "a_add_message" else result
 
-    with pytest.raises(TypeError, match=rf"^{method}\(\) got an unexpected keyword argument 'bogus'$"):
+    with pytest.raises(TypeError, match=rf"^MessageManager\.{method}\(\) got an unexpected keyword argument 'bogus'$"):
         call()
     assert snapshot(manager) == before
 

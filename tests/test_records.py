@@ -228,6 +228,15 @@ def test_record_loader_is_stricter_than_the_python_constructor() -> None:
         Message.from_dict(_record(content={"instruction": 5}))
 
 
+def test_from_json_reads_text_and_bytes_as_json_loads_does() -> None:
+    message = Message(content={"text": "é"})
+    text = message.to_json()
+    for document in (text, text.encode(), bytearray(text.encode("utf-16")), b"\xef\xbb\xbf" + text.encode()):
+        assert fields_of(Message.from_json(document)) == fields_of(message)
+    with pytest.raises(ValueError, match=r"^not a JSON document: Unexpected UTF-8 BOM"):
+        Message.from_json("\ufeff" + text)  # text with a BOM: decode with utf-8-sig first, as json.loads says
+
+
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
 def test_from_json_reads_strict_json_only(number: str) -> None:
     text = '{"id": "00000000-0000-4000-8000-000000000000", "created_at": 1, "content": {"x": ' + number + "}}"

@@ -202,7 +202,10 @@ def copy_message(message: M) -> M:
 def _deep_copy(value: Any) -> Any:
     # Plain JSON (the usual content and metadata) is copied by json_copy, several times faster than
     # deepcopy; anything else (typed content, NaN, tuples...) goes through deepcopy.
-    copied = json_copy(value)
+    try:
+        copied = json_copy(value)
+    except RecursionError:  # a self-referencing (or very deep) value: deepcopy keeps its shape
+        copied = MISSING
     return copy.deepcopy(value) if copied is MISSING else copied
 
 
@@ -220,11 +223,12 @@ def new_uuid4() -> UUID:
     """`uuid.uuid4()` without `UUID.__init__`'s Python-level argument handling: 128 random bits from
     `os.urandom` (read 4 KiB at a time) with the version and variant bits set as RFC 4122 and `uuid4`
     set them."""
-    try:
-        bits = _take_random()
-    except IndexError:
-        _refill_random()
-        bits = _take_random()
+    while True:
+        try:
+            bits = _take_random()
+            break
+        except IndexError:  # empty (also when other threads emptied it again after our refill)
+            _refill_random()
     ident = _new_object(UUID)
     _set_attribute(ident, "int", (bits & _UUID4_KEEP) | _UUID4_SET)
     _set_attribute(ident, "is_safe", SafeUUID.unknown)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, cast
+
+from typing_extensions import Unpack  # at run time too: typing.get_type_hints(add_message) needs it
 
 from lionmsg.generated.messages import (
     ActionRequest,
@@ -20,9 +22,6 @@ from lionmsg.runtime.factories import AddMessageArguments, build_message, create
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression
 from lionmsg.runtime.wire import loads_json
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
 __all__ = ["INVALID_PROGRESSION", "MessageManager"]
 
@@ -111,9 +110,9 @@ class MessageManager:
         The keyword arguments are those of `AddMessageArguments` (LionAGI's names); None means "not
         given" for every one of them."""
         _check_arguments("add_message", arguments)
-        callbacks = self.on_message_added
+        # A snapshot (also when empty): observers added meanwhile, even by an observer, wait for the next message.
+        callbacks: Sequence[MessageCallback] = tuple(self.on_message_added)
         if callbacks:
-            callbacks = list(callbacks)  # observers added by an observer wait for the next message
             sync_preflight(callbacks)
         message = self._commit(cast(dict[str, Any], arguments))  # a fresh dict per call: ours to consume
         if callbacks:
@@ -278,4 +277,4 @@ def _check_arguments(method: str, arguments: Mapping[str, Any]) -> None:
     # What Python says for a keyword the signature lacks (the first one, in the order given).
     if not arguments.keys() <= _ADD_ARGUMENTS:
         unknown = next(name for name in arguments if name not in _ADD_ARGUMENTS)
-        raise TypeError(f"{method}() got an unexpected keyword argument {unknown!r}")
+        raise TypeError(f"MessageManager.{method}() got an unexpected keyword argument {unknown!r}")

@@ -48,8 +48,11 @@ class RecordFieldError(ValueError):
 def loads_json(text: str | bytes) -> Any:
     """Strict JSON, as every other client reads it: `NaN`/`Infinity` and numbers beyond a double are
     ValueErrors (Python's json module would turn them into floats no record can hold)."""
-    if isinstance(text, (bytes, bytearray)):  # what json.loads does with bytes: UTF-8/16/32 by the BOM
+    # What json.loads does before decoding: bytes are UTF-8/16/32 (by the BOM), a BOM in text is refused.
+    if isinstance(text, (bytes, bytearray)):
         text = text.decode(json.detect_encoding(text), "surrogatepass")
+    elif isinstance(text, str) and text.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     return _STRICT_DECODER.decode(text)
 
 
