@@ -54,13 +54,17 @@ def _refs(refs: Any) -> list[UUID]:
 
 
 class OrderedIds:
-    """The storage behind a Progression: a slot list with head room and gaps, and an id -> slot index."""
+    """The storage behind a Progression: a slot list with head room and gaps, and an id -> slot index.
+
+    The index is keyed by each id's 128-bit integer, which identifies it exactly as the UUID does
+    (UUIDs compare and hash by it): hashing an int is native, `UUID.__hash__` is a Python call.
+    """
 
     __slots__ = ("_gaps", "_head", "_slot_of", "_slots")
 
     def __init__(self, ids: Iterable[UUID] = ()) -> None:
         self._slots: list[UUID | None] = list(ids)
-        self._slot_of: dict[UUID, int] = {ident: slot for slot, ident in enumerate(self._slots)}  # type: ignore[misc]
+        self._slot_of: dict[int, int] = {ident.int: slot for slot, ident in enumerate(self._slots)}  # type: ignore[union-attr]
         if len(self._slot_of) != len(self._slots):
             raise ValueError("a progression holds each id once: the order has duplicates")
         self._head = 0  # first used slot; slots before it are head room
@@ -81,7 +85,7 @@ class OrderedIds:
 
     def __contains__(self, ref: Any) -> bool:
         try:
-            return to_uuid(ref) in self._slot_of
+            return to_uuid(ref).int in self._slot_of
         except (TypeError, ValueError):
             return False
 
@@ -102,7 +106,7 @@ class OrderedIds:
     def index(self, ref: Any) -> int:
         """The position of an id; ValueError when absent."""
         ident = to_uuid(ref)
-        slot = self._slot_of.get(ident)
+        slot = self._slot_of.get(ident.int)
         if slot is None:
             raise ValueError(f"{ident} is not in the progression")
         return slot - self._head - bisect.bisect_left(self._gaps, slot)
@@ -113,8 +117,8 @@ class OrderedIds:
         """Append the ids not present yet; True when any was added."""
         added = False
         for ident in _refs(refs):
-            if ident not in self._slot_of:
-                self._slot_of[ident] = len(self._slots)
+            if ident.int not in self._slot_of:
+                self._slot_of[ident.int] = len(self._slots)
                 self._slots.append(ident)
                 added = True
         return added
@@ -122,15 +126,16 @@ class OrderedIds:
     def append(self, ref: Any) -> None:
         """Append one id; ValueError when it is already present."""
         ident = to_uuid(ref)
-        if ident in self._slot_of:
+        key = ident.int
+        if key in self._slot_of:
             raise ValueError(f"{ident} is already in the progression")
-        self._slot_of[ident] = len(self._slots)
+        self._slot_of[key] = len(self._slots)
         self._slots.append(ident)
 
     def insert(self, index: int, ref: Any) -> None:
         """Insert one id before position `index` (clamped like `list.insert`); ValueError when present."""
         ident = to_uuid(ref)
-        if ident in self._slot_of:
+        if ident.int in self._slot_of:
             raise ValueError(f"{ident} is already in the progression")
         size = len(self)
         index = max(0, min(size, index + size if index < 0 else index))
@@ -143,26 +148,26 @@ class OrderedIds:
             slot = self._head + index
             self._slots.insert(slot, ident)
             for later in range(slot, len(self._slots)):
-                self._slot_of[self._slots[later]] = later  # type: ignore[index]
+                self._slot_of[self._slots[later].int] = later  # type: ignore[union-attr]
 
     def replace(self, old: Any, new: Any) -> None:
         """Put `new` where `old` is, in O(1); ValueError when `old` is absent or `new` already present."""
         old_id, new_id = to_uuid(old), to_uuid(new)
-        if old_id == new_id and old_id in self._slot_of:
+        if old_id == new_id and old_id.int in self._slot_of:
             return
-        if new_id in self._slot_of:
+        if new_id.int in self._slot_of:
             raise ValueError(f"{new_id} is already in the progression")
-        slot = self._slot_of.pop(old_id, None)
+        slot = self._slot_of.pop(old_id.int, None)
         if slot is None:
             raise ValueError(f"{old_id} is not in the progression")
         self._slots[slot] = new_id
-        self._slot_of[new_id] = slot
+        self._slot_of[new_id.int] = slot
 
     def exclude(self, refs: Any) -> bool:
         """Remove the ids present; True when any was removed."""
         removed = False
         for ident in _refs(refs):
-            slot = self._slot_of.pop(ident, None)
+            slot = self._slot_of.pop(ident.int, None)
             if slot is not None:
                 self._empty(slot)
                 removed = True
@@ -208,7 +213,7 @@ class OrderedIds:
             self._slot_of = {key: slot + room for key, slot in self._slot_of.items()}
         self._head -= 1
         self._slots[self._head] = ident
-        self._slot_of[ident] = self._head
+        self._slot_of[ident.int] = self._head
 
     def _empty(self, slot: int) -> None:
         self._slots[slot] = _EMPTY
@@ -239,7 +244,7 @@ class OrderedIds:
             return
         ids = list(self)
         self._slots = list[UUID | None](ids)
-        self._slot_of = {ident: slot for slot, ident in enumerate(ids)}
+        self._slot_of = {ident.int: slot for slot, ident in enumerate(ids)}
         self._head, self._gaps = 0, []
 
 
