@@ -32,7 +32,7 @@ class Pile(Element, Generic[T]):
     strict_type: bool = False
 
     if TYPE_CHECKING:
-        _items: dict[UUID, T]
+        _items: dict[int, T]  # by the id's 128-bit integer: native hashing (UUID.__hash__ is a Python call)
         _progression: Progression
         _item_type: frozenset[type[Element]] | None
         _admitted: dict[type, bool]
@@ -60,13 +60,13 @@ class Pile(Element, Generic[T]):
         items = [] if collections is None else self._as_items(collections)
         self._check(items)
         for item in items:
-            if item.id in self._items:
+            if item.id.int in self._items:
                 raise ValueError(f"{item.id} appears twice in the collection")
-            self._items[item.id] = item
+            self._items[item.id.int] = item
         order = [item.id for item in items]
         if progression is not None:
             given = progression if isinstance(progression, Progression) else Progression(order=progression)
-            if len(given) != len(order) or any(ident not in self._items for ident in given):
+            if len(given) != len(order) or any(ident.int not in self._items for ident in given):
                 raise ValueError("the progression does not list exactly the pile's items")
             object.__setattr__(self, "_progression", given)
         else:
@@ -91,13 +91,13 @@ class Pile(Element, Generic[T]):
 
     def __iter__(self) -> Iterator[T]:  # type: ignore[override]
         items = self._items
-        return (items[ident] for ident in self._progression)
+        return (items[ident.int] for ident in self._progression)
 
     def __contains__(self, ref: Any) -> bool:
         if type(ref) is UUID:  # the common case first: one dict look-up
-            return ref in self._items
+            return ref.int in self._items
         try:
-            return to_uuid(ref) in self._items
+            return to_uuid(ref).int in self._items
         except (TypeError, ValueError):
             return False
 
@@ -108,11 +108,12 @@ class Pile(Element, Generic[T]):
         return list(self)
 
     def items(self) -> list[tuple[UUID, T]]:
-        return [(ident, self._items[ident]) for ident in self._progression]
+        items = self._items
+        return [(ident, items[ident.int]) for ident in self._progression]
 
     def get(self, ref: Any, default: Any = None) -> T | Any:
         try:
-            return self._items.get(to_uuid(ref), default)
+            return self._items.get(to_uuid(ref).int, default)
         except (TypeError, ValueError):
             return default
 
@@ -124,16 +125,16 @@ class Pile(Element, Generic[T]):
         """By UUID, UUID string or element (KeyError when absent), by position (IndexError), or a slice
         (a new pile with the same constraint)."""
         if type(key) is UUID:  # the common case first: one dict look-up
-            found = self._items.get(key)
+            found = self._items.get(key.int)
             if found is not None:
                 return found
         if isinstance(key, slice):
-            return self._like([self._items[ident] for ident in self._progression[key]])
+            return self._like([self._items[ident.int] for ident in self._progression[key]])
         if isinstance(key, int) and not isinstance(key, bool):
-            return self._items[self._progression[key]]
+            return self._items[self._progression[key].int]
         ident = to_uuid(key)
         try:
-            return self._items[ident]
+            return self._items[ident.int]
         except KeyError:
             raise KeyError(f"{ident} is not in the pile") from None
 
@@ -155,17 +156,17 @@ class Pile(Element, Generic[T]):
         """Append the items not present yet; True when any was added."""
         if self._admitted.get(type(items)):  # the common case, kept cheap: an element of an admitted class
             ident = items.id
-            if ident in self._items:
+            if ident.int in self._items:
                 return False
             self._progression.append(ident)
-            self._items[ident] = items
+            self._items[ident.int] = items
             return True
         new = self._as_items(items)
         self._check(new)
         added = False
         for item in new:
-            if item.id not in self._items:
-                self._items[item.id] = item
+            if item.id.int not in self._items:
+                self._items[item.id.int] = item
                 self._progression.append(item.id)
                 added = True
         return added
@@ -174,35 +175,35 @@ class Pile(Element, Generic[T]):
         """Add or replace: an item whose id is present replaces the old one at the same position."""
         if self._admitted.get(type(items)):  # the common case, kept cheap: an element of an admitted class
             ident = items.id
-            if ident not in self._items:
+            if ident.int not in self._items:
                 self._progression.append(ident)
-            self._items[ident] = items
+            self._items[ident.int] = items
             return
         new = self._as_items(items)
         self._check(new)
         for item in new:
-            if item.id not in self._items:
+            if item.id.int not in self._items:
                 self._progression.append(item.id)
-            self._items[item.id] = item
+            self._items[item.id.int] = item
 
     def insert(self, index: int, item: T) -> None:
         """Insert an item before position `index`; ValueError when its id is present."""
         self._check([item])
         self._progression.insert(index, item.id)
-        self._items[item.id] = item
+        self._items[item.id.int] = item
 
     def replace(self, old: Any, new: T) -> None:
         """Put `new` at the position of `old` (O(1)); ValueError when `old` is absent or `new`'s id
         belongs to another item already in the pile."""
         self._check([new])
         old_id = to_uuid(old)
-        if old_id not in self._items:
+        if old_id.int not in self._items:
             raise ValueError(f"{old_id} is not in the pile")
-        if new.id != old_id and new.id in self._items:
+        if new.id != old_id and new.id.int in self._items:
             raise ValueError(f"{new.id} is already in the pile")
         self._progression.replace(old_id, new.id)
-        del self._items[old_id]
-        self._items[new.id] = new
+        del self._items[old_id.int]
+        self._items[new.id.int] = new
 
     def exclude(self, refs: Any) -> bool:
         """Remove the items (or ids) present; True when any was removed."""
@@ -211,7 +212,7 @@ class Pile(Element, Generic[T]):
     def take(self, refs: Any) -> list[T]:
         """Remove the items (or ids) present and return them in the order given; absent ones are skipped."""
         items = self._items
-        taken = [item for item in (items.pop(ident, None) for ident in self._as_ids(refs)) if item is not None]
+        taken = [item for item in (items.pop(ident.int, None) for ident in self._as_ids(refs)) if item is not None]
         if taken:
             self._progression.exclude([item.id for item in taken])
         return taken
@@ -219,12 +220,12 @@ class Pile(Element, Generic[T]):
     def pop(self, ref: Any, default: Any = _MISSING) -> T | Any:
         """Remove and return an item; KeyError when absent and no default is given."""
         ident = to_uuid(ref)
-        if ident not in self._items:
+        if ident.int not in self._items:
             if default is _MISSING:
                 raise KeyError(f"{ident} is not in the pile")
             return default
         self._progression.remove(ident)
-        return self._items.pop(ident)
+        return self._items.pop(ident.int)
 
     def clear(self) -> None:
         self._items.clear()
