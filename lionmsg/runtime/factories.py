@@ -26,7 +26,7 @@ from lionmsg.generated.messages import (
 )
 from lionmsg.runtime.fastpath import assemble
 
-__all__ = ["AddMessageArguments", "build_message", "create_action_response", "create_message"]
+__all__ = ["AddMessageArguments", "build_message", "create_action_response"]
 
 
 class AddMessageArguments(TypedDict, total=False):
@@ -72,15 +72,9 @@ _KIND_ARGUMENTS = {
 }  # fmt: skip
 
 
-def create_message(
-    *, sender: Any = None, recipient: Any = None, metadata: dict[str, Any] | None = None, **arguments: Any
-) -> Message:
-    """The one message the arguments describe (see the module docstring)."""
-    return build_message(arguments, sender, recipient, metadata)
-
-
 def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metadata: dict[str, Any] | None) -> Message:
-    """`create_message` with the kind arguments in a dict the caller hands over (`add_message`'s hot path)."""
+    """The one message the arguments describe (see the module docstring); `arguments` (the kind
+    arguments, without sender, recipient and metadata) is the caller's to hand over: it is consumed."""
     kind = _kind(arguments)
     # Given: not None for action_output (falsy results such as 0 or "" still make a response), truthy
     # for every other argument.

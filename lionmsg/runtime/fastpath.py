@@ -229,10 +229,7 @@ def new_uuid4() -> UUID:
             break
         except IndexError:  # empty (also when other threads emptied it again after our refill)
             _refill_random()
-    ident = _new_object(UUID)
-    _set_attribute(ident, "int", (bits & _UUID4_KEEP) | _UUID4_SET)
-    _set_attribute(ident, "is_safe", SafeUUID.unknown)
-    return ident
+    return _uuid_from_int((bits & _UUID4_KEEP) | _UUID4_SET)
 
 
 # Version 4 (bits 76-79) and the RFC 4122 variant (bits 62-63): cleared by _KEEP, then set by _SET.
