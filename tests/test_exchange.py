@@ -4,6 +4,7 @@ drop record."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -119,6 +120,31 @@ def test_send_queues_a_base_message_and_needs_no_registered_recipient() -> None:
     assert exchange.receive(later) == [message]
 
 
+@pytest.mark.parametrize(
+    ("recipient", "channel"),
+    [(uuid4(), None), (None, "ops"), ("carol", None), (MessageRole.USER, "x"), (str(uuid4()), None)],
+    ids=["uuid", "broadcast", "name", "role", "uuid-text"],
+)
+def test_send_builds_what_the_message_constructor_builds(recipient: Any, channel: Any) -> None:
+    exchange = Exchange()
+    (sender,) = owners(exchange, 1)
+    sent = exchange.send(sender, recipient, [{"k": 1}], channel=channel)
+    built = Message(content=[{"k": 1}], sender=sender, recipient=recipient, channel=channel)
+    assert {**sent.to_dict(), "id": None, "created_at": None} == {**built.to_dict(), "id": None, "created_at": None}
+    assert sent.model_fields_set == built.model_fields_set
+    assert type(sent.recipient) is type(built.recipient)
+
+
+@pytest.mark.parametrize(("recipient", "channel"), [(3.5, None), (uuid4(), 7), (object(), "x")])
+def test_send_with_a_bad_recipient_or_channel_raises_and_queues_nothing(recipient: Any, channel: Any) -> None:
+    exchange = Exchange()
+    (sender,) = owners(exchange, 1)
+    before = state(exchange)
+    with pytest.raises(ValidationError):
+        exchange.send(sender, recipient, "x", channel=channel)
+    assert state(exchange) == before
+
+
 # -- collect consumes; a missing queued object is skipped -----------------------------------------
 
 
@@ -134,6 +160,32 @@ def test_collect_consumes_the_outbox_and_delivers_the_same_object() -> None:
     assert exchange.receive(b)[0] is message
     assert f"inbox_{a}" in flow_b.progressions
     assert run(exchange.collect(a)) == 0
+
+
+def test_inbox_progressions_keep_the_order_and_time_their_inboxes_opened() -> None:
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+    exchange.send(b, a, "first")
+    run(exchange.collect(b))
+    flow = exchange.get(a)
+    assert flow is not None
+    assert list(flow.progressions) == ["outbox", f"inbox_{b}"]
+    from_b = flow.progressions[f"inbox_{b}"]
+    exchange.send(c, a, "second")
+    exchange.send(b, a, "third")
+    opening = time.time()
+    run(exchange.collect(c))
+    opened = time.time()
+    run(exchange.collect(b))
+    time.sleep(0.01)  # the progression is made now, but carries the time its inbox opened
+    # The inbox from c opened after the one from b was first shown: it comes after it, and the
+    # progression already shown is the same object, holding the later delivery too.
+    assert list(flow.progressions) == ["outbox", f"inbox_{b}", f"inbox_{c}"]
+    assert flow.progressions[f"inbox_{b}"] is from_b
+    assert [flow.items[ident].content for ident in from_b] == ["first", "third"]
+    assert opening <= flow.progressions[f"inbox_{c}"].created_at <= opened
+    assert [name for name, _ in flow.inboxes()] == [f"inbox_{b}", f"inbox_{c}"]
+    assert [m.content for m in exchange.receive(a)] == ["first", "third", "second"]
 
 
 def test_a_missing_queued_object_is_skipped() -> None:

@@ -3,7 +3,6 @@ step aside for anything they are not sure about."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from typing import Any
 
@@ -97,33 +96,6 @@ def test_factory_built_messages_equal_constructor_built_ones() -> None:
     assert type(request) is ActionRequest
 
 
-def test_fast_uuids_are_version_4_rfc_4122_uuids() -> None:
-    seen = {fastpath.new_uuid4() for _ in range(2000)}
-    assert len(seen) == 2000
-    for ident in list(seen)[:200]:
-        assert type(ident) is uuid.UUID
-        assert (ident.version, ident.variant) == (4, uuid.RFC_4122)
-        assert uuid.UUID(str(ident)) == ident
-        assert hash(uuid.UUID(str(ident))) == hash(ident)
-
-
-def test_new_ids_when_another_thread_empties_the_pool_after_a_refill(monkeypatch: pytest.MonkeyPatch) -> None:
-    refill = fastpath._refill_random
-    calls = []
-
-    def refill_then_lose_it_once() -> None:
-        refill()
-        calls.append(1)
-        if len(calls) == 1:
-            fastpath._RANDOM.clear()  # what another thread taking every number would leave
-
-    monkeypatch.setattr(fastpath, "_refill_random", refill_then_lose_it_once)
-    fastpath._RANDOM.clear()
-    ident = fastpath.new_uuid4()
-    assert (ident.version, ident.variant) == (4, uuid.RFC_4122)
-    assert len(calls) == 2
-
-
 def test_a_self_referencing_message_is_deep_copied_with_its_shape() -> None:
     original = Message(content={"items": [1]})
     original.metadata["self"] = original.metadata
@@ -132,23 +104,6 @@ def test_a_self_referencing_message_is_deep_copied_with_its_shape() -> None:
     assert copied.metadata["self"] is copied.metadata
     assert copied.content == {"items": [1]}
     assert copied.content is not original.content
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork (POSIX)")
-def test_a_forked_child_never_repeats_its_parents_ids() -> None:
-    fastpath.new_uuid4()  # the parent now holds unused random numbers, which the child inherits
-    reader, writer = os.pipe()
-    child = os.fork()
-    if child == 0:  # the child: write its next id and leave at once
-        os.write(writer, fastpath.new_uuid4().bytes)
-        os._exit(0)
-    os.close(writer)
-    with os.fdopen(reader, "rb") as pipe:
-        childs = uuid.UUID(bytes=pipe.read())
-    os.waitpid(child, 0)
-    parents = fastpath.new_uuid4()
-    assert childs != parents
-    assert childs.version == 4
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import re
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from pydantic import (
     BaseModel,
@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from lionmsg.runtime.ids import new_uuid4
 from lionmsg.runtime.wire import CANONICAL_UUID, loads_json
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ class Element(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, arbitrary_types_allowed=True)
 
-    id: Annotated[UUID, BeforeValidator(_canonical_uuid)] = Field(default_factory=uuid4, frozen=True)
+    id: Annotated[UUID, BeforeValidator(_canonical_uuid)] = Field(default_factory=new_uuid4, frozen=True)
     created_at: float = Field(default_factory=time.time, frozen=True, strict=True, allow_inf_nan=False)
     metadata: dict[str, Any] = Field(default_factory=dict)
 

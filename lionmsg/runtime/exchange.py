@@ -28,8 +28,9 @@ from uuid import UUID
 from pydantic import SerializerFunctionWrapHandler, model_serializer
 
 from lionmsg.generated.messages import Message
+from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.element import Element, record_error
-from lionmsg.runtime.fastpath import copy_message
+from lionmsg.runtime.fastpath import assemble, copy_message
 from lionmsg.runtime.flow import Flow
 
 __all__ = [
@@ -169,7 +170,11 @@ class Exchange(Element):
         owner = self._known(sender)
         if owner is None:
             raise ValueError(f"Sender {sender} not registered")
-        message = Message(content=content, sender=owner, recipient=recipient, channel=channel)
+        message: Message
+        if (channel is None or type(channel) is str) and type(recipient) in _PLAIN_RECIPIENTS:
+            message = assemble(Message, content, owner, recipient, channel)  # pydantic would only copy them
+        else:  # pydantic checks anything else, and raises its ValidationError for a bad value
+            message = Message(content=content, sender=owner, recipient=recipient, channel=channel)
         self._flows[owner].queue(message)
         return message
 
@@ -290,6 +295,8 @@ class Exchange(Element):
             raise record_error(cls, ("drop_counts",), "drop_counts must map reasons to non-negative integers", counts)
 
 
+# Recipients `normalize_address` takes without fail, so `send` may skip pydantic for them.
+_PLAIN_RECIPIENTS = frozenset({type(None), UUID, MessageRole, str})
 _DROP_FIELDS = {field.name: field for field in fields(DroppedMail)}
 
 

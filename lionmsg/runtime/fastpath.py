@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import time
 from typing import Any, TypeVar
-from uuid import UUID, SafeUUID
+from uuid import UUID
 
 from pydantic import BaseModel
 
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import normalize_address
+from lionmsg.runtime.ids import new_uuid4, uuid_from_canonical_text
 from lionmsg.runtime.wire import CANONICAL_UUID
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "dump_address",
     "json_copy",
     "load_envelope",
-    "new_uuid4",
     "trusted_instance",
 ]
 
@@ -42,11 +41,18 @@ MISSING: Any = object()
 _RECORD_KEYS = frozenset({"id", "created_at", "metadata", "content", "embedding", "sender", "recipient", "channel"})
 
 
-def assemble(cls: type[BaseModel], content: Any, sender: Any = MISSING, recipient: Any = MISSING) -> Any:
-    """A new message of `cls` with `content` already in its final form (the kind's content instance)
-    and routing normalised here: what `cls(content=..., sender=..., recipient=...)` builds."""
+def assemble(
+    cls: type[BaseModel], content: Any, sender: Any = MISSING, recipient: Any = MISSING, channel: Any = MISSING
+) -> Any:
+    """A new message of `cls` with `content` already in its final form (the kind's content instance),
+    routing normalised here and `channel` (when given) a str or None: what
+    `cls(content=..., sender=..., recipient=..., channel=...)` builds."""
     defaults = _defaults(cls)
     fields_set = {"content"}
+    if channel is MISSING:
+        channel = None
+    else:
+        fields_set.add("channel")
     if sender is MISSING:
         sender = defaults["sender"]
     else:
@@ -65,7 +71,7 @@ def assemble(cls: type[BaseModel], content: Any, sender: Any = MISSING, recipien
         "embedding": None,
         "sender": sender,
         "recipient": recipient,
-        "channel": None,
+        "channel": channel,
     }
     return trusted_instance(cls, values, fields_set)
 
@@ -108,7 +114,7 @@ def load_envelope(cls: type[BaseModel], record: dict[str, Any]) -> Any:
     if sender is MISSING or recipient is MISSING:
         return None
     values = {
-        "id": _canonical_uuid(ident),
+        "id": uuid_from_canonical_text(ident),
         "created_at": created_at,
         "metadata": metadata,
         "content": content,
@@ -219,51 +225,7 @@ def dump_address(value: Any) -> Any:
     return value
 
 
-def new_uuid4() -> UUID:
-    """`uuid.uuid4()` without `UUID.__init__`'s Python-level argument handling: 128 random bits from
-    `os.urandom` (read 4 KiB at a time) with the version and variant bits set as RFC 4122 and `uuid4`
-    set them."""
-    while True:
-        try:
-            bits = _take_random()
-            break
-        except IndexError:  # empty (also when other threads emptied it again after our refill)
-            _refill_random()
-    return _uuid_from_int((bits & _UUID4_KEEP) | _UUID4_SET)
-
-
-# Version 4 (bits 76-79) and the RFC 4122 variant (bits 62-63): cleared by _KEEP, then set by _SET.
-_UUID4_KEEP = ~((0xF000 << 64) | (0xC000 << 48))
-_UUID4_SET = (4 << 76) | (0x8000 << 48)
-
-# 128-bit random numbers not used yet. One os.urandom call per 256 ids instead of one per id; a forked
-# child starts empty, so it never repeats ids its parent (or a sibling) hands out.
-_RANDOM: list[int] = []
-_take_random = _RANDOM.pop
-
-
-def _refill_random() -> None:
-    block = os.urandom(16 * 256)
-    _RANDOM.extend([int.from_bytes(block[start : start + 16], "big") for start in range(0, len(block), 16)])
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_RANDOM.clear)
-
-_new_object = object.__new__
 _set_attribute = object.__setattr__
-
-
-def _canonical_uuid(text: str) -> UUID:
-    """The UUID of canonical 8-4-4-4-12 text (already matched against the schema's pattern)."""
-    return _uuid_from_int(int(text.replace("-", ""), 16))
-
-
-def _uuid_from_int(value: int) -> UUID:
-    ident = _new_object(UUID)
-    _set_attribute(ident, "int", value)
-    _set_attribute(ident, "is_safe", SafeUUID.unknown)
-    return ident
 
 
 def trusted_instance(cls: type[BaseModel], values: dict[str, Any], fields_set: set[str]) -> Any:

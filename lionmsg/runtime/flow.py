@@ -3,6 +3,7 @@ over them, `outbox` and one `inbox_<sender>` per sender."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -12,7 +13,7 @@ from pydantic import SerializerFunctionWrapHandler, model_serializer
 from lionmsg.generated.messages import Message
 from lionmsg.runtime.element import Element, record_error
 from lionmsg.runtime.pile import Pile
-from lionmsg.runtime.progression import Progression
+from lionmsg.runtime.progression import OrderedIds, Progression
 
 __all__ = ["OUTBOX", "Flow", "inbox_name"]
 
@@ -26,13 +27,21 @@ def inbox_name(sender: Any) -> str:
 
 class Flow(Element):
     """A mailbox: `items` holds every message the owner has queued or received, and `progressions`
-    orders them by name. Each message is in exactly one progression of the flow."""
+    orders them by name. Each message is in exactly one progression of the flow.
+
+    An inbox opened by a delivery is kept as bare ids (`OrderedIds`) and given its Progression (an
+    Element with an id of its own) only when `progressions`, `inboxes()` or a record asks for it: an
+    Exchange opens one inbox per sender and recipient pair, and building that Element cost more than
+    the rest of the delivery. Its `created_at` is still when the inbox opened.
+    """
 
     name: str | None = None
 
     if TYPE_CHECKING:
         _items: Pile[Message]
-        _progressions: dict[str, Progression]
+        _progressions: dict[str, Progression]  # the outbox and every inbox given its Progression so far
+        _inbox_ids: dict[str, OrderedIds]  # every inbox's ids, in the order the inboxes opened
+        _unwrapped: dict[str, float]  # inboxes with no Progression yet, and when each opened
         _inbox_names: dict[UUID, str]
 
     def __init__(
@@ -48,9 +57,15 @@ class Flow(Element):
         listed = [ident for progression in named.values() for ident in progression]
         if len(listed) != len(set(listed)) or set(listed) != set(pile.keys()):
             raise ValueError("a flow's progressions must list each of its items exactly once")
-        object.__setattr__(self, "_items", pile)  # plain attributes: pydantic PrivateAttrs are slow
-        object.__setattr__(self, "_progressions", named)
-        object.__setattr__(self, "_inbox_names", {})  # sender UUID -> its inbox's name, formatted once
+        state: dict[str, Any] = {  # plain attributes: pydantic PrivateAttrs are slow
+            "_items": pile,
+            "_progressions": named,
+            "_inbox_ids": {name: p._ids for name, p in named.items() if name != OUTBOX},
+            "_unwrapped": {},
+            "_inbox_names": {},  # sender UUID -> its inbox's name, formatted once
+        }
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
 
     @property
     def items(self) -> Pile[Message]:
@@ -59,6 +74,7 @@ class Flow(Element):
     @property
     def progressions(self) -> dict[str, Progression]:
         """Progressions by name (a read-only view is up to the caller: change mail through the Exchange)."""
+        self._wrap_inboxes()
         return self._progressions
 
     @property
@@ -66,6 +82,7 @@ class Flow(Element):
         return self._progressions[OUTBOX]
 
     def inboxes(self) -> Iterator[tuple[str, Progression]]:
+        self._wrap_inboxes()
         return ((name, p) for name, p in self._progressions.items() if name != OUTBOX)
 
     def queue(self, message: Message) -> None:
@@ -80,32 +97,40 @@ class Flow(Element):
         return self._items.take(ids)
 
     def deliver(self, message: Message, sender: Any) -> None:
-        """Put an incoming message in the inbox of its sender (created on first delivery)."""
+        """Put an incoming message in the inbox of its sender (opened on first delivery)."""
         name = self._inbox_names.get(sender) if type(sender) is UUID else None
         if name is None:
             name = inbox_name(sender)
             if type(sender) is UUID:  # formatting a UUID costs more than the rest of a delivery
                 self._inbox_names[sender] = name
         self._items.include(message)
-        inbox = self._progressions.get(name)
+        inbox = self._inbox_ids.get(name)
         if inbox is None:
-            inbox = self._progressions[name] = Progression.empty(name)
+            inbox = self._inbox_ids[name] = OrderedIds()
+            self._unwrapped[name] = time.time()
         inbox.append(message.id)
 
     def inbox(self, sender: Any) -> list[Message]:
-        progression = self._progressions.get(inbox_name(sender))
-        return [] if progression is None else [self._items[ident] for ident in progression]
+        inbox = self._inbox_ids.get(inbox_name(sender))
+        return [] if inbox is None else [self._items[ident] for ident in inbox]
 
     def all_inboxes(self) -> list[Message]:
-        return [self._items[ident] for _, inbox in self.inboxes() for ident in inbox]
+        return [self._items[ident] for inbox in self._inbox_ids.values() for ident in inbox]
 
     def pop_oldest(self, sender: Any) -> Message | None:
         """Remove and return the oldest message from `sender`; None when there is none."""
-        inbox = self._progressions.get(inbox_name(sender))
+        inbox = self._inbox_ids.get(inbox_name(sender))
         if not inbox:
             return None
         message: Message = self._items.pop(inbox.popleft())
         return message
+
+    def _wrap_inboxes(self) -> None:
+        """Give every inbox still kept as bare ids its Progression, in the order the inboxes opened
+        (all of them at once, so `progressions` keeps that order)."""
+        for name, opened in self._unwrapped.items():
+            self._progressions[name] = Progression.over(self._inbox_ids[name], name, opened)
+        self._unwrapped.clear()
 
     def owner(self) -> UUID | None:
         return None if self.name is None else UUID(self.name)
@@ -116,7 +141,7 @@ class Flow(Element):
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
         record: dict[str, Any] = handler(self)
         record["items"] = self._items.model_dump(mode=info.mode)
-        record["progressions"] = [p.model_dump(mode=info.mode) for p in self._progressions.values()]
+        record["progressions"] = [p.model_dump(mode=info.mode) for p in self.progressions.values()]
         return record
 
     @classmethod

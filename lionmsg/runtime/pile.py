@@ -158,7 +158,7 @@ class Pile(Element, Generic[T]):
             ident = items.id
             if ident.int in self._items:
                 return False
-            self._progression.append(ident)
+            self._progression._ids.append(ident)  # straight to the storage: one call, not two
             self._items[ident.int] = items
             return True
         new = self._as_items(items)

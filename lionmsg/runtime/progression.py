@@ -17,7 +17,8 @@ from uuid import UUID
 from pydantic import computed_field
 
 from lionmsg.runtime.element import Element
-from lionmsg.runtime.fastpath import new_uuid4, trusted_instance
+from lionmsg.runtime.fastpath import trusted_instance
+from lionmsg.runtime.ids import new_uuid4
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -64,9 +65,11 @@ class OrderedIds:
 
     def __init__(self, ids: Iterable[UUID] = ()) -> None:
         self._slots: list[UUID | None] = list(ids)
-        self._slot_of: dict[int, int] = {ident.int: slot for slot, ident in enumerate(self._slots)}  # type: ignore[union-attr]
-        if len(self._slot_of) != len(self._slots):
-            raise ValueError("a progression holds each id once: the order has duplicates")
+        self._slot_of: dict[int, int] = {}
+        if self._slots:  # an Exchange opens many empty inboxes: skip the comprehension for them
+            self._slot_of = {ident.int: slot for slot, ident in enumerate(self._slots)}  # type: ignore[union-attr]
+            if len(self._slot_of) != len(self._slots):
+                raise ValueError("a progression holds each id once: the order has duplicates")
         self._head = 0  # first used slot; slots before it are head room
         self._gaps: list[int] = []  # sorted slots emptied by removals
 
@@ -125,7 +128,7 @@ class OrderedIds:
 
     def append(self, ref: Any) -> None:
         """Append one id; ValueError when it is already present."""
-        ident = to_uuid(ref)
+        ident = ref if type(ref) is UUID else to_uuid(ref)
         key = ident.int
         if key in self._slot_of:
             raise ValueError(f"{ident} is already in the progression")
@@ -269,11 +272,18 @@ class Progression(Element):
     def empty(cls, name: str | None = None) -> Self:
         """A new empty progression: `Progression(name=name)` without pydantic's validation, which costs
         more than the rest of a delivery when an Exchange opens an inbox."""
+        return cls.over(OrderedIds(), name, time.time())
+
+    @classmethod
+    def over(cls, ids: OrderedIds, name: str | None, created_at: float) -> Self:
+        """A new progression whose order is `ids` itself (shared, not copied): a Flow keeps an inbox as
+        bare ids and gives it a Progression only when someone asks for one."""
         if cls is not Progression:  # a subclass may add fields: let pydantic fill them in
-            return cls(name=name)
-        values = {"id": new_uuid4(), "created_at": time.time(), "metadata": {}, "name": name}
-        progression: Self = trusted_instance(cls, values, {"name"})
-        object.__setattr__(progression, "_ids", OrderedIds())
+            progression = cls(name=name, created_at=created_at)
+        else:
+            values = {"id": new_uuid4(), "created_at": created_at, "metadata": {}, "name": name}
+            progression = trusted_instance(cls, values, {"name"})
+        object.__setattr__(progression, "_ids", ids)
         return progression
 
     @computed_field  # type: ignore[prop-decorator]
