@@ -3,9 +3,12 @@ step aside for anything they are not sure about."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import uuid
 from typing import Any
 
+import pydantic
 import pytest
 
 from lionmsg import (
@@ -17,7 +20,10 @@ from lionmsg import (
     MessageRole,
     System,
 )
+from lionmsg.generated.content import InstructionContent
 from lionmsg.runtime import fastpath
+from lionmsg.runtime.content.base import MessageContent
+from lionmsg.runtime.wire import RecordFieldError
 from tests.samples import failed_action_response, rich_messages
 
 
@@ -140,3 +146,76 @@ def test_content_loaded_from_a_record_equals_content_built_by_the_constructor(me
     for name, value in record.items():  # a record's containers are kept or copied as the constructor does
         if isinstance(value, (list, dict)):
             assert (getattr(loaded, name) is value) == (getattr(built, name) is value), name
+
+
+# -- content updates: the plain-field road against the full rebuild ------------------------------
+
+PLAIN_VALUES: dict[str, list[Any]] = {
+    "instruction": ["Translate.", None, 5],
+    "guidance": ["Two lines.", None, ["not", "text"]],
+    "plain_content": ["Just this.", None, 1.5],
+    "system_message": ["Be kind.", 7],
+    "assistant_response": ["Changed.", None],
+    "function": ["lookup", 3],
+    "arguments": [{"q": [1]}, ["not an object"]],
+    "output": [{"rows": [1]}, None, "text"],
+    "error": ["boom", None, 42],
+}
+
+
+def updatable_contents() -> list[Any]:
+    class Answer(pydantic.BaseModel):
+        text: str
+
+    # Every content class but ActionRequestContent, whose fields are all normalised (no plain ones).
+    contents = [m.content for m in everything() if isinstance(m.content, MessageContent) and m.content._PLAIN_FIELDS]
+    for response_format in ({"answer": "str"}, Answer, Answer(text="x")):
+        contents.append(Instruction(content={"instruction": "Q?", "response_format": response_format}).content)
+    return contents
+
+
+def outcome(build: Any) -> tuple[Any, ...]:
+    try:
+        content = build()
+    except RecordFieldError as error:
+        return ("error", type(error), str(error), error.field, error.value)
+    return (
+        "content",
+        type(content),
+        content,
+        content.to_dict(),
+        content.rendered,
+        type(getattr(content, "_structure_instance", None)),  # the same kind of derived state
+    )
+
+
+@pytest.mark.parametrize("content", updatable_contents(), ids=lambda c: type(c).__name__)
+def test_updating_plain_fields_gives_what_a_full_rebuild_gives(content: Any) -> None:
+    before = copy.deepcopy(content)
+    for name in sorted(content._PLAIN_FIELDS):
+        for value in PLAIN_VALUES[name]:
+            fast = outcome(lambda: content.updated(**{name: value}))  # noqa: B023 (called at once)
+            full = outcome(lambda: content._from_input({**content.field_values(), name: value}))  # noqa: B023
+            assert fast == full, (name, value)
+            if fast[0] == "content":
+                updated = content.updated(**{name: value})
+                assert updated is not content
+                for field in dataclasses.fields(updated):
+                    mine = getattr(updated, field.name)
+                    if isinstance(mine, (list, dict)) and field.name not in content._PLAIN_FIELDS:
+                        assert mine is not getattr(content, field.name), field.name  # containers are its own
+                structure = getattr(updated, "_structure_instance", None)
+                if structure is not None:
+                    assert structure is not content._structure_instance  # derived state is rebuilt
+    assert content == before  # the original is untouched, also after failed updates
+
+
+def test_a_content_subclass_takes_the_full_road() -> None:
+    @dataclasses.dataclass(slots=True)
+    class Tagged(InstructionContent):
+        tag: str = "t"
+
+    tagged = Tagged(instruction="a")
+    updated = tagged.updated(guidance="g")
+    assert type(updated) is Tagged
+    assert (updated.tag, updated.instruction, updated.guidance) == ("t", "a", "g")

@@ -282,6 +282,7 @@ def render_content(schemas: SchemaSet) -> str:
         use_schema_description=True,
         additional_imports=[
             *imports,
+            "lionmsg.runtime.content.base.shallow_copy",
             "lionmsg.runtime.wire.matches",
             "lionmsg.runtime.wire.RecordFieldError",
             "typing.ClassVar",

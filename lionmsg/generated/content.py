@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from lionmsg.runtime.content.action_request import ActionRequestBehaviour
 from lionmsg.runtime.content.action_response import ActionResponseBehaviour
 from lionmsg.runtime.content.assistant_response import AssistantResponseBehaviour
+from lionmsg.runtime.content.base import shallow_copy
 from lionmsg.runtime.content.instruction import InstructionBehaviour
 from lionmsg.runtime.content.system import SystemBehaviour
 from lionmsg.runtime.wire import RecordFieldError, matches
@@ -32,6 +33,7 @@ class ActionRequestContent(ActionRequestBehaviour):
             "action_response_id",
         }
     )
+    _PLAIN_FIELDS: ClassVar[frozenset[str]] = frozenset({})
 
     def __post_init__(self) -> None:
         self._normalize()
@@ -62,6 +64,19 @@ class ActionRequestContent(ActionRequestBehaviour):
                 "ActionRequestContent.action_response_id must be a string matching ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$ or null",
                 self.action_response_id,
             )
+
+    def _with_plain_changes(self, changes: Mapping[str, Any]) -> ActionRequestContent | None:
+        # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
+        # copies them, derived state rebuilt by _normalize(), and only the changed fields checked (the
+        # others were valid, and normalising keeps them so). None for a subclass, which may add fields.
+        if type(self) is not ActionRequestContent:
+            return None
+        content = object.__new__(ActionRequestContent)
+        content.function = self.function
+        content.arguments = dict(self.arguments)
+        content.action_response_id = self.action_response_id
+        content._normalize()
+        return content
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> ActionRequestContent:
@@ -137,6 +152,14 @@ class ActionResponseContent(ActionResponseBehaviour):
             "error",
         }
     )
+    _PLAIN_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "function",
+            "arguments",
+            "output",
+            "error",
+        }
+    )
 
     def __post_init__(self) -> None:
         self._normalize()
@@ -173,6 +196,39 @@ class ActionResponseContent(ActionResponseBehaviour):
                 "ActionResponseContent.error must be a string or null",
                 self.error,
             )
+
+    def _with_plain_changes(self, changes: Mapping[str, Any]) -> ActionResponseContent | None:
+        # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
+        # copies them, derived state rebuilt by _normalize(), and only the changed fields checked (the
+        # others were valid, and normalising keeps them so). None for a subclass, which may add fields.
+        if type(self) is not ActionResponseContent:
+            return None
+        content = object.__new__(ActionResponseContent)
+        content.function = changes.get("function", self.function)
+        content.arguments = changes.get("arguments", dict(self.arguments))
+        content.output = changes.get("output", shallow_copy(self.output))
+        content.action_request_id = self.action_request_id
+        content.error = changes.get("error", self.error)
+        content._normalize()
+        if "function" in changes and not isinstance(content.function, str):
+            raise RecordFieldError(
+                "function",
+                "ActionResponseContent.function must be a string",
+                content.function,
+            )
+        if "arguments" in changes and not isinstance(content.arguments, dict):
+            raise RecordFieldError(
+                "arguments",
+                "ActionResponseContent.arguments must be an object",
+                content.arguments,
+            )
+        if "error" in changes and not (isinstance(content.error, str) or content.error is None):
+            raise RecordFieldError(
+                "error",
+                "ActionResponseContent.error must be a string or null",
+                content.error,
+            )
+        return content
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> ActionResponseContent:
@@ -252,6 +308,11 @@ class AssistantResponseContent(AssistantResponseBehaviour):
             "assistant_response",
         }
     )
+    _PLAIN_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "assistant_response",
+        }
+    )
 
     def __post_init__(self) -> None:
         self._normalize()
@@ -261,6 +322,23 @@ class AssistantResponseContent(AssistantResponseBehaviour):
                 "AssistantResponseContent.assistant_response must be a string",
                 self.assistant_response,
             )
+
+    def _with_plain_changes(self, changes: Mapping[str, Any]) -> AssistantResponseContent | None:
+        # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
+        # copies them, derived state rebuilt by _normalize(), and only the changed fields checked (the
+        # others were valid, and normalising keeps them so). None for a subclass, which may add fields.
+        if type(self) is not AssistantResponseContent:
+            return None
+        content = object.__new__(AssistantResponseContent)
+        content.assistant_response = changes.get("assistant_response", self.assistant_response)
+        content._normalize()
+        if "assistant_response" in changes and not isinstance(content.assistant_response, str):
+            raise RecordFieldError(
+                "assistant_response",
+                "AssistantResponseContent.assistant_response must be a string",
+                content.assistant_response,
+            )
+        return content
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> AssistantResponseContent:
@@ -316,6 +394,13 @@ class InstructionContent(InstructionBehaviour):
             "response_format",
             "images",
             "image_detail",
+        }
+    )
+    _PLAIN_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "instruction",
+            "guidance",
+            "plain_content",
         }
     )
 
@@ -400,6 +485,44 @@ class InstructionContent(InstructionBehaviour):
                 'InstructionContent.image_detail must be one of "low", "high", "auto", null',
                 self.image_detail,
             )
+
+    def _with_plain_changes(self, changes: Mapping[str, Any]) -> InstructionContent | None:
+        # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
+        # copies them, derived state rebuilt by _normalize(), and only the changed fields checked (the
+        # others were valid, and normalising keeps them so). None for a subclass, which may add fields.
+        if type(self) is not InstructionContent:
+            return None
+        content = object.__new__(InstructionContent)
+        content.instruction = changes.get("instruction", self.instruction)
+        content.guidance = changes.get("guidance", self.guidance)
+        content.prompt_context = list(self.prompt_context)
+        content.plain_content = changes.get("plain_content", self.plain_content)
+        content.tool_schemas = list(self.tool_schemas)
+        content.response_format = shallow_copy(self.response_format)
+        content.images = list(self.images)
+        content.image_detail = self.image_detail
+        content.structure = self.structure
+        content._structure_instance = None
+        content._normalize()
+        if "instruction" in changes and not (isinstance(content.instruction, str) or content.instruction is None):
+            raise RecordFieldError(
+                "instruction",
+                "InstructionContent.instruction must be a string or null",
+                content.instruction,
+            )
+        if "guidance" in changes and not (isinstance(content.guidance, str) or content.guidance is None):
+            raise RecordFieldError(
+                "guidance",
+                "InstructionContent.guidance must be a string or null",
+                content.guidance,
+            )
+        if "plain_content" in changes and not (isinstance(content.plain_content, str) or content.plain_content is None):
+            raise RecordFieldError(
+                "plain_content",
+                "InstructionContent.plain_content must be a string or null",
+                content.plain_content,
+            )
+        return content
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> InstructionContent:
@@ -548,6 +671,11 @@ class SystemContent(SystemBehaviour):
             "system_datetime",
         }
     )
+    _PLAIN_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "system_message",
+        }
+    )
 
     def __post_init__(self) -> None:
         self._normalize()
@@ -563,6 +691,24 @@ class SystemContent(SystemBehaviour):
                 "SystemContent.system_datetime must be a string or null",
                 self.system_datetime,
             )
+
+    def _with_plain_changes(self, changes: Mapping[str, Any]) -> SystemContent | None:
+        # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
+        # copies them, derived state rebuilt by _normalize(), and only the changed fields checked (the
+        # others were valid, and normalising keeps them so). None for a subclass, which may add fields.
+        if type(self) is not SystemContent:
+            return None
+        content = object.__new__(SystemContent)
+        content.system_message = changes.get("system_message", self.system_message)
+        content.system_datetime = self.system_datetime
+        content._normalize()
+        if "system_message" in changes and not isinstance(content.system_message, str):
+            raise RecordFieldError(
+                "system_message",
+                "SystemContent.system_message must be a string",
+                content.system_message,
+            )
+        return content
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> SystemContent:

@@ -89,7 +89,10 @@ class Exchange(Element):
     drop_limit: int = 10_000
 
     if TYPE_CHECKING:
-        _flows: dict[UUID, Flow]
+        # By the owner id's 128-bit integer (native hashing: UUID.__hash__ is a Python call, made
+        # several times per delivery), with the owner ids themselves in registration order.
+        _flows: dict[int, Flow]
+        _owners: dict[int, UUID]
         _dropped: deque[DroppedMail]
         _drop_counts: Counter[str]
 
@@ -101,17 +104,19 @@ class Exchange(Element):
         **data: Any,
     ) -> None:
         super().__init__(**data)
-        index: dict[UUID, Flow] = {}
+        index: dict[int, Flow] = {}
+        owners: dict[int, UUID] = {}
         for flow in flows or []:
             owner = flow.owner()
-            if owner is None or owner in index:
+            if owner is None or owner.int in index:
                 raise ValueError("every flow needs a distinct owner UUID as its name")
-            index[owner] = flow
+            index[owner.int], owners[owner.int] = flow, owner
         records = deque(
             (item if isinstance(item, DroppedMail) else DroppedMail(**item) for item in dropped), maxlen=self.drop_limit
         )
         # Plain attributes: pydantic PrivateAttrs are slow.
         object.__setattr__(self, "_flows", index)
+        object.__setattr__(self, "_owners", owners)
         object.__setattr__(self, "_dropped", records)
         # Totals outlive the bounded record: a saved Exchange brings its own, else the kept drops are counted.
         totals = Counter(item.reason for item in records) if drop_counts is None else Counter(drop_counts)
@@ -123,16 +128,20 @@ class Exchange(Element):
 
     def register(self, owner_id: Any) -> Flow:
         owner = _owner_id(owner_id)
-        if owner in self._flows:
+        if owner.int in self._flows:
             raise ValueError(f"Owner {owner} already registered")
-        flow = self._flows[owner] = Flow(name=str(owner))
+        flow = self._flows[owner.int] = Flow(name=str(owner))
+        self._owners[owner.int] = owner
         return flow
 
     def unregister(self, owner_id: Any) -> Flow | None:
         """Remove an owner and return its mailbox (None when unknown). Mail still in its outbox can no
         longer be collected and is written to the drop record."""
         owner = self._known(owner_id)
-        flow = None if owner is None else self._flows.pop(owner)
+        flow = None
+        if owner is not None:
+            flow = self._flows.pop(owner.int)
+            del self._owners[owner.int]
         if flow is not None:
             for ident in flow.outbox:
                 message = flow.items[ident]
@@ -141,14 +150,14 @@ class Exchange(Element):
 
     def get(self, owner_id: Any) -> Flow | None:
         owner = self._known(owner_id)
-        return None if owner is None else self._flows[owner]
+        return None if owner is None else self._flows[owner.int]
 
     def has(self, owner_id: Any) -> bool:
         return self._known(owner_id) is not None
 
     @property
     def owner_ids(self) -> list[UUID]:
-        return list(self._flows)
+        return list(self._owners.values())
 
     def __len__(self) -> int:
         return len(self._flows)
@@ -161,7 +170,7 @@ class Exchange(Element):
             owner = _owner_id(owner_id)
         except ValueError:
             return None
-        return owner if owner in self._flows else None
+        return owner if owner.int in self._flows else None
 
     # -- sending and routing -----------------------------------------------------------------------
 
@@ -175,7 +184,7 @@ class Exchange(Element):
             message = assemble(Message, content, owner, recipient, channel)  # pydantic would only copy them
         else:  # pydantic checks anything else, and raises its ValidationError for a bad value
             message = Message(content=content, sender=owner, recipient=recipient, channel=channel)
-        self._flows[owner].queue(message)
+        self._flows[owner.int].queue(message)
         return message
 
     async def collect(self, owner_id: Any) -> int:
@@ -187,12 +196,12 @@ class Exchange(Element):
         owner = self._known(owner_id)
         if owner is None:
             raise ValueError(f"Owner {owner_id} not registered")
-        routed = [(message.id, self._route(message, owner)) for message in self._flows[owner].take_outbox()]
+        routed = [self._route(message, owner) for message in self._flows[owner.int].take_outbox()]
         if not routed:
             return 0
         await asyncio.sleep(0)  # one yield per collect, not per delivery: that cost dominated collection
         delivered = 0
-        for _, routes in routed:
+        for routes in routed:
             reached = False
             for target, message in routes:
                 reached = self._deliver(target, message, owner) or reached
@@ -202,8 +211,8 @@ class Exchange(Element):
     async def collect_all(self) -> int:
         """Collect for a snapshot of the owners, one after another, skipping those gone before their turn."""
         total = 0
-        for owner in list(self._flows):
-            if owner in self._flows:
+        for owner in list(self._owners.values()):
+            if owner.int in self._flows:
                 total += await self.collect(owner)
         return total
 
@@ -214,9 +223,10 @@ class Exchange(Element):
     def _route(self, message: Message, sender: UUID) -> list[tuple[UUID, Message]]:
         recipient = message.recipient
         if recipient is None:
-            return [(target, _copy(message)) for target in self._flows if target != sender]
+            skip = sender.int
+            return [(target, _copy(message)) for key, target in self._owners.items() if key != skip]
         if isinstance(recipient, UUID):
-            if recipient in self._flows:
+            if recipient.int in self._flows:
                 return [(recipient, message)]
             self._drop(message, recipient, DROP_UNKNOWN_RECIPIENT)
         else:
@@ -224,7 +234,7 @@ class Exchange(Element):
         return []
 
     def _deliver(self, target: UUID, message: Message, sender: UUID) -> bool:
-        flow = self._flows.get(target)
+        flow = self._flows.get(target.int)
         if flow is None:
             self._drop(message, target, DROP_UNREGISTERED)
             return False

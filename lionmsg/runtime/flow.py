@@ -3,6 +3,7 @@ over them, `outbox` and one `inbox_<sender>` per sender."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,7 @@ from pydantic import SerializerFunctionWrapHandler, model_serializer
 
 from lionmsg.generated.messages import Message
 from lionmsg.runtime.element import Element, record_error
+from lionmsg.runtime.ids import uuid_from_int
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import OrderedIds, Progression
 
@@ -23,6 +25,13 @@ OUTBOX = "outbox"
 def inbox_name(sender: Any) -> str:
     """The progression holding mail from `sender`: `inbox_<sender>` (a UUID in its canonical text)."""
     return f"inbox_{sender}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _uuid_inbox_name(sender: int) -> str:
+    # Formatting a UUID costs more than the rest of a delivery, and every recipient of a sender needs
+    # the same name: remember the names of recent senders (shared by every flow, bounded).
+    return inbox_name(uuid_from_int(sender))
 
 
 class Flow(Element):
@@ -42,7 +51,6 @@ class Flow(Element):
         _progressions: dict[str, Progression]  # the outbox and every inbox given its Progression so far
         _inbox_ids: dict[str, OrderedIds]  # every inbox's ids, in the order the inboxes opened
         _unwrapped: dict[str, float]  # inboxes with no Progression yet, and when each opened
-        _inbox_names: dict[UUID, str]
 
     def __init__(
         self, items: Pile[Message] | None = None, progressions: list[Progression] | None = None, **data: Any
@@ -62,7 +70,6 @@ class Flow(Element):
             "_progressions": named,
             "_inbox_ids": {name: p._ids for name, p in named.items() if name != OUTBOX},
             "_unwrapped": {},
-            "_inbox_names": {},  # sender UUID -> its inbox's name, formatted once
         }
         for name, value in state.items():
             object.__setattr__(self, name, value)
@@ -98,11 +105,7 @@ class Flow(Element):
 
     def deliver(self, message: Message, sender: Any) -> None:
         """Put an incoming message in the inbox of its sender (opened on first delivery)."""
-        name = self._inbox_names.get(sender) if type(sender) is UUID else None
-        if name is None:
-            name = inbox_name(sender)
-            if type(sender) is UUID:  # formatting a UUID costs more than the rest of a delivery
-                self._inbox_names[sender] = name
+        name = _uuid_inbox_name(sender.int) if type(sender) is UUID else inbox_name(sender)
         self._items.include(message)
         inbox = self._inbox_ids.get(name)
         if inbox is None:

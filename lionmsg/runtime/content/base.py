@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["MessageContent"]
+__all__ = ["MessageContent", "shallow_copy"]
 
 
 class MessageContent:
@@ -26,6 +26,11 @@ class MessageContent:
     _WIRE_FIELDS: ClassVar[frozenset[str]]
     # Extra input names `from_dict` accepts beyond the dataclass fields (LionAGI compatibility).
     _INPUT_ALIASES: ClassVar[frozenset[str]] = frozenset()
+    # Fields that `_from_input` and `_normalize` neither read nor change and no other field depends on
+    # (the schema marks them `x-lionmsg-plain-update`; generated): `updated()` changing only these
+    # copies the content and checks just them (generated `_with_plain_changes`) instead of rebuilding
+    # and re-checking every field.
+    _PLAIN_FIELDS: ClassVar[frozenset[str]] = frozenset()
 
     def _normalize(self) -> None:
         """Hook: turn Python-side input conveniences into schema values (runs on every construction)."""
@@ -33,6 +38,8 @@ class MessageContent:
     if TYPE_CHECKING:
         # Generated per class from its schema.
         def to_dict(self) -> dict[str, Any]: ...
+
+        def _with_plain_changes(self, changes: Mapping[str, Any]) -> Self | None: ...
 
         @classmethod
         def from_record(cls, data: Mapping[str, Any]) -> Self: ...
@@ -64,20 +71,15 @@ class MessageContent:
 
     def field_values(self) -> dict[str, Any]:
         """The public field values, containers copied (shallowly) so the result is independent."""
-        values: dict[str, Any] = {}
-        for name in _public_fields(type(self)):
-            value = getattr(self, name)
-            kind = type(value)
-            if kind is list or (kind is not str and isinstance(value, list)):
-                value = list(value)
-            elif kind is dict or (kind is not str and isinstance(value, dict)):
-                value = dict(value)
-            values[name] = value
-        return values
+        return {name: shallow_copy(getattr(self, name)) for name in _public_fields(type(self))}
 
     def updated(self, **changes: Any) -> Self:
         """A new content with `changes` applied through `from_dict`; this one is left untouched."""
         self._check_input_names(changes)
+        if changes.keys() <= self._PLAIN_FIELDS:
+            content = self._with_plain_changes(changes)
+            if content is not None:
+                return content
         return self._from_input({**self.field_values(), **changes})  # a fresh dict: from_dict's copy is not needed
 
     def copy(self) -> Self:
@@ -96,3 +98,13 @@ def _public_fields(cls: type[MessageContent]) -> tuple[str, ...]:
         fields = dataclasses.fields(cls)  # type: ignore[arg-type]
         names = _PUBLIC_FIELDS[cls] = tuple(f.name for f in fields if not f.name.startswith("_"))
     return names
+
+
+def shallow_copy(value: Any) -> Any:
+    """A list or dict copied one level deep (so the copy's container is its own); anything else as is."""
+    kind = type(value)
+    if kind is list or (kind is not str and isinstance(value, list)):
+        return list(value)
+    if kind is dict or (kind is not str and isinstance(value, dict)):
+        return dict(value)
+    return value
