@@ -134,9 +134,18 @@ _OTHER_KIND_SELECTORS = frozenset(
 )
 
 
+# Arguments that choose their kind alone when they are the only (truthy) one: a cheap answer for the
+# next most common calls, add_message(assistant_response=...) and add_message(system=...).
+_SOLE_SELECTORS = {"assistant_response": "assistant_response", "system": "system"}
+
+
 def _kind(arguments: dict[str, Any]) -> str:
     if arguments.keys().isdisjoint(_OTHER_KIND_SELECTORS):  # the common case: no other kind is in question
         return "instruction"
+    if len(arguments) == 1:
+        ((name, value),) = arguments.items()
+        if value and name in _SOLE_SELECTORS:
+            return _SOLE_SELECTORS[name]
     get = arguments.get
     responding = get("action_output") is not None or bool(get("action_response"))
     requesting = bool(get("action_request")) or get("action_function") is not None

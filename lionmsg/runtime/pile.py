@@ -176,7 +176,7 @@ class Pile(Element, Generic[T]):
         if self._admitted.get(type(items)):  # the common case, kept cheap: an element of an admitted class
             ident = items.id
             if ident.int not in self._items:
-                self._progression.append(ident)
+                self._progression._ids.append(ident)  # straight to the storage: one call, not two
             self._items[ident.int] = items
             return
         new = self._as_items(items)
@@ -296,7 +296,7 @@ class Pile(Element, Generic[T]):
     def _as_ids(self, refs: Any) -> list[UUID]:
         if isinstance(refs, (Element, UUID, str)):
             return [to_uuid(refs)]
-        return [to_uuid(ref) for ref in refs]
+        return [ref if type(ref) is UUID else to_uuid(ref) for ref in refs]  # a UUID needs no call
 
     def _check(self, items: Sequence[Any]) -> None:
         """Every item must be an element this pile admits; raises before anything changes."""

@@ -50,7 +50,7 @@ def _refs(refs: Any) -> list[UUID]:
     if isinstance(refs, (str, UUID)) or hasattr(refs, "id"):
         return [to_uuid(refs)]
     if isinstance(refs, Iterable):
-        return [to_uuid(ref) for ref in refs]
+        return [ref if type(ref) is UUID else to_uuid(ref) for ref in refs]  # a UUID needs no call
     return [to_uuid(refs)]
 
 
