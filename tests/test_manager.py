@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import sys
 import typing
 from collections.abc import Iterable
 from typing import Any
@@ -27,6 +28,9 @@ from lionmsg import (
     Progression,
     System,
 )
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup
 
 
 def kinds(messages: Iterable[Message]) -> list[str]:
@@ -162,6 +166,78 @@ def test_clear_messages_keeps_only_the_system() -> None:
     plain = MessageManager(messages=[Instruction()])
     plain.clear_messages()
     assert len(plain) == 0
+
+
+# -- history-changed listeners (beyond the ADR: how a store hears set_system and clear_messages) --
+
+
+def test_history_listeners_hear_every_system_change_and_clear_after_it_happened() -> None:
+    manager = MessageManager()
+    heard: list[tuple[str, list[str]]] = []
+    manager.on_history_changed.append(lambda event: heard.append((event, kinds(manager))))
+    first, second = System(), System()
+    manager.set_system(first)  # inserted
+    manager.add_message(instruction="hi")
+    manager.set_system(second)  # replaces the first
+    manager.add_message(system=second, system_datetime="2025-01-01T00:00+00:00")  # updated in place
+    manager.clear_messages()
+    asyncio.run(manager.aclear_messages())
+    system_then_instruction = ["System", "Instruction"]
+    assert heard == [
+        ("system", ["System"]),
+        ("system", system_then_instruction),
+        ("system", system_then_instruction),
+        ("clear", ["System"]),
+        ("clear", ["System"]),
+    ]
+
+
+def test_a_refused_system_is_not_reported_and_changes_nothing() -> None:
+    manager = MessageManager(messages=[Instruction()], system=System())
+    heard: list[str] = []
+    manager.on_history_changed.append(heard.append)
+    before = snapshot(manager)
+    with pytest.raises(ValueError, match=r"^System message must be a System instance\.$"):
+        manager.set_system("not a system")  # type: ignore[arg-type]
+    assert heard == []
+    assert snapshot(manager) == before
+
+
+def test_history_listener_failures_are_raised_after_every_listener_ran_and_the_change_stays() -> None:
+    manager = MessageManager(messages=[Instruction()])
+    heard: list[str] = []
+
+    def broken(event: str) -> None:
+        raise OSError(f"cannot record {event}")
+
+    def added_late(event: str) -> None:
+        heard.append(f"late {event}")
+
+    def adds_a_listener(event: str) -> None:
+        manager.on_history_changed.append(added_late)  # heard from the next change on
+
+    manager.on_history_changed.extend([broken, adds_a_listener, heard.append, broken])
+    with pytest.raises(BaseExceptionGroup) as raised:
+        manager.clear_messages()
+    assert raised.value.message == "on_history_changed hooks failed"
+    assert [str(error) for error in raised.value.exceptions] == ["cannot record clear", "cannot record clear"]
+    assert heard == ["clear"]
+    assert len(manager) == 0  # the clear happened
+    manager.on_history_changed[:] = [added_late]
+    manager.set_system(System())
+    assert heard == ["clear", "late system"]
+
+
+def test_an_async_history_listener_is_an_error_naming_the_method() -> None:
+    manager = MessageManager()
+
+    async def listener(event: str) -> None:
+        pass
+
+    manager.on_history_changed.append(listener)
+    message = "on_history_changed callback .* returned an awaitable on the sync clear_messages path: it must be"
+    with pytest.raises(TypeError, match=message):
+        manager.clear_messages()
 
 
 # -- add or replace -------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Message-added observers (ADR-0006 D4): admission, running, and reporting failures.
+"""Message-added observers (ADR-0006 D4), and the manager's history listeners: admission, running, and
+reporting failures.
 
 Callbacks are post-insertion observers: the message is committed before any callback runs, every
 callback in the snapshot runs even after others fail, one failure is re-raised as itself and several
@@ -45,7 +46,11 @@ def sync_preflight(callbacks: Sequence[MessageCallback]) -> None:
             )
 
 
-def run_sync_callbacks(callbacks: Sequence[MessageCallback], message: Any) -> None:
+def run_sync_callbacks(
+    callbacks: Sequence[MessageCallback], message: Any, hook: str = "on_message_added", path: str = "add_message"
+) -> None:
+    """Call each callback with `message`; `hook` (the list's name) and `path` (the sync method running
+    them) name the failures."""
     errors: list[BaseException] = []
     for callback in callbacks:
         try:
@@ -53,13 +58,11 @@ def run_sync_callbacks(callbacks: Sequence[MessageCallback], message: Any) -> No
             if inspect.isawaitable(result):
                 if inspect.iscoroutine(result):
                     result.close()  # never awaited: close it rather than leak a warning
-                raise TypeError(
-                    f"on_message_added callback {callback!r} returned an awaitable on the sync add_message path; "
-                    "use a_add_message"
-                )
+                advice = "; use a_add_message" if path == "add_message" else ": it must be a plain function"
+                raise TypeError(f"{hook} callback {callback!r} returned an awaitable on the sync {path} path{advice}")
         except BaseException as error:  # every callback runs; failures are re-raised below
             errors.append(error)
-    _raise(errors)
+    _raise(errors, hook)
 
 
 async def run_async_callbacks(callbacks: Sequence[MessageCallback], message: Any) -> None:
@@ -71,11 +74,11 @@ async def run_async_callbacks(callbacks: Sequence[MessageCallback], message: Any
                 await result
         except BaseException as error:  # every callback runs; failures are re-raised below
             errors.append(error)
-    _raise(errors)
+    _raise(errors, "on_message_added")
 
 
-def _raise(errors: list[BaseException]) -> None:
+def _raise(errors: list[BaseException], hook: str) -> None:
     if len(errors) == 1:
         raise errors[0]
     if errors:
-        raise BaseExceptionGroup("on_message_added hooks failed", errors)
+        raise BaseExceptionGroup(f"{hook} hooks failed", errors)

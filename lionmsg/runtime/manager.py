@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Literal, cast
 
 from typing_extensions import Unpack  # at run time too: typing.get_type_hints(add_message) needs it
 
@@ -23,9 +23,17 @@ from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression
 from lionmsg.runtime.wire import loads_json
 
-__all__ = ["INVALID_PROGRESSION", "MessageManager"]
+__all__ = ["INVALID_PROGRESSION", "HistoryEvent", "HistoryListener", "MessageManager"]
 
 INVALID_PROGRESSION = "One or more messages in the requested progression are invalid."
+
+HistoryEvent = Literal["system", "clear"]
+"""`"system"`: `set_system` returned (the system message was set, replaced or updated in place);
+`"clear"`: `clear_messages` returned (only the system message is left)."""
+
+HistoryListener = Callable[[HistoryEvent], Any]
+
+_EVENT_METHODS: dict[str, str] = {"system": "set_system", "clear": "clear_messages"}
 
 
 class MessageManager:
@@ -35,6 +43,12 @@ class MessageManager:
     `on_message_added` is the live list of observers (kept by reference): each is called with the message
     after it is committed. The sync `add_message` refuses async observers before changing anything; the
     async `a_add_message` awaits them after releasing the pile's lock, so an observer may add again.
+
+    `on_history_changed` (beyond the ADR, for stores) is the live list of listeners for the two other
+    changes to a history: each is called with `"system"` after `set_system` returns (the system message
+    set, replaced or updated in place, `add_message(system=...)` included) and with `"clear"` after
+    `clear_messages` returns (`aclear_messages` included). A call that raises changed nothing and is not
+    reported. Listeners run like sync observers: all of them, in order, failures raised after.
     """
 
     def __init__(
@@ -61,6 +75,7 @@ class MessageManager:
         self.messages = pile
         self.system: System | None = None
         self.on_message_added: list[MessageCallback] = [] if on_message_added is None else on_message_added
+        self.on_history_changed: list[HistoryListener] = []
         if systems:
             self.set_system(systems[0])
         if system is not None:
@@ -90,12 +105,19 @@ class MessageManager:
                 self.messages.exclude(system.id)
             self.messages.insert(0, system)
         self.system = system
+        self._history_changed("system")
 
     def clear_messages(self) -> None:
         """Empty the history, keeping only the system message (at index 0)."""
         self.messages.clear()
         if self.system is not None:
             self.messages.include(self.system)
+        self._history_changed("clear")
+
+    def _history_changed(self, event: HistoryEvent) -> None:
+        if self.on_history_changed:
+            # A snapshot, as for observers: a listener added meanwhile hears the next change.
+            run_sync_callbacks(tuple(self.on_history_changed), event, "on_history_changed", _EVENT_METHODS[event])
 
     async def aclear_messages(self) -> None:
         async with self.messages:

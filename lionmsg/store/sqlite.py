@@ -11,7 +11,8 @@ it), then keeps it so:
   a message cleared before its observer ran all end in the manager's state. A row is keyed by
   (branch, message id), written with an UPSERT: a retry never duplicates it. Adding an ActionResponse
   also rewrites its request, which the runtime links in place (`action_response_id`).
-- `set_system` and `clear_messages` (which fire no observer), through `hooks.watch_history`.
+- `set_system` and `clear_messages` (which fire no message-added observer), through `hooks.watch_history`
+  (the manager's `on_history_changed`).
 
 Every write is one transaction (`BEGIN IMMEDIATE` ... `COMMIT`), so a killed process leaves each write
 whole or absent. After each write the branch's row count and system id are compared with the manager
