@@ -232,7 +232,7 @@ def test_an_async_history_listener_is_an_error_naming_the_method() -> None:
     manager = MessageManager()
 
     async def listener(event: str) -> None:
-        pass
+        await asyncio.sleep(0)  # a real async listener would write somewhere
 
     manager.on_history_changed.append(listener)
     message = "on_history_changed callback .* returned an awaitable on the sync clear_messages path: it must be"
