@@ -43,9 +43,18 @@ def expect(condition: bool, what: str) -> None:
 
 
 def repeat(
-    rep: Rep, reps: int, budget_s: float, warmup_below_s: float = 5.0
+    rep: Rep,
+    reps: int,
+    budget_s: float,
+    warmup_below_s: float = 5.0,
+    min_time_s: float = 0.0,
+    max_reps: int | None = None,
 ) -> tuple[dict[str, list[float]], list[float], bool]:
-    """Run `rep` up to `reps` times; stop early (after at least one) once `budget_s` of wall time is spent.
+    """Run `rep` `reps` times; stop early (after at least one) once `budget_s` of wall time is spent.
+
+    Short repetitions go on past `reps` until the kept ones add up to `min_time_s` (or `max_reps` were
+    kept): a median of five repetitions of a few milliseconds each follows the machine's moods of the
+    moment (on the shared host timings of identical repetitions drift by 2x and more), one of many does not.
 
     A first repetition shorter than `warmup_below_s` is discarded as a warm-up: first-call costs (lazy
     imports, caches, cold memory) are fixed, so they distort short repetitions and not long ones, and
@@ -58,7 +67,8 @@ def repeat(
     samples: dict[str, list[float]] = {}
     walls: list[float] = []
     warmed = False
-    while len(walls) < reps:
+    limit = max(reps, max_reps or reps)
+    while len(walls) < reps or (len(walls) < limit and sum(walls) < min_time_s):
         gc.collect()
         start = perf_counter()
         measured = rep()

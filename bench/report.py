@@ -149,6 +149,14 @@ def _memory_table(run: _Run, workload: spec.Workload) -> list[str]:
     return lines
 
 
+def _more(settings: dict[str, Any]) -> str:
+    """How short repetitions were extended (older result files predate it)."""
+    min_time, max_reps = settings.get("min_time_s"), settings.get("max_reps")
+    if not min_time or not max_reps:
+        return ""
+    return f", more for short ones: until {min_time:g} s of repetitions or {max_reps} of them"
+
+
 def _header(document: dict[str, Any], run: _Run) -> list[str]:
     settings, machine = document["settings"], document["machine"]
     versions: dict[str, str] = {}
@@ -164,9 +172,10 @@ def _header(document: dict[str, Any], run: _Run) -> list[str]:
         f"# lionmsg benchmark{' (smoke)' if document['smoke'] else ''} — {document['started_at']}",
         "",
         f"{machine['cpu']}, {machine['cores']} cores; Python {', '.join(sorted(pythons))}; {described}.",
-        f"Median of {settings['reps']} repetitions ({settings['reps_largest']} at N={run.sizes[-1]:,}), one fresh "
-        f"process per workload, system and N (a first repetition under 5 s is discarded as a warm-up); total wall "
-        f"time {document['wall_s'] / 60:.1f} min.",
+        f"Median of {settings['reps']} repetitions ({settings['reps_largest']} at N={run.sizes[-1]:,})"
+        f"{_more(settings)}, "
+        f"one fresh process per workload, system and N (a first repetition under 5 s is discarded as a warm-up); "
+        f"total wall time {document['wall_s'] / 60:.1f} min.",
     ]
     if document["smoke"]:
         lines.append(

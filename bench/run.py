@@ -39,6 +39,8 @@ class Settings:
     sizes: tuple[int, ...]
     reps: int
     reps_largest: int
+    min_time_s: float
+    max_reps: int
     budget_s: float
     max_rep_s: float
     timeout_s: float
@@ -51,6 +53,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sizes", type=int, nargs="+", help=f"default {' '.join(map(str, spec.SIZES))}")
     parser.add_argument("--reps", type=int, default=5, help="repetitions per process (default 5)")
     parser.add_argument("--reps-largest", type=int, default=3, help="repetitions at the largest size (default 3)")
+    parser.add_argument(
+        "--min-time", type=float, default=1.0, help="short repetitions go on until this many s were kept (default 1)"
+    )
+    parser.add_argument("--max-reps", type=int, default=50, help="the most repetitions --min-time adds up to (50)")
     parser.add_argument("--systems", nargs="+", choices=spec.SYSTEMS, default=list(spec.SYSTEMS))
     parser.add_argument("--workloads", nargs="+", choices=[w.name for w in spec.WORKLOADS])
     parser.add_argument(
@@ -81,12 +87,14 @@ def _project(done: list[dict[str, Any]], n: int) -> float | None:
     return float(c1 * (n / n1) ** exponent)
 
 
-def _run_worker(system: str, workload: str, n: int, reps: int, settings: Settings) -> dict[str, Any]:
+def _run_worker(system: str, workload: str, n: int, reps: int, adaptive: bool, settings: Settings) -> dict[str, Any]:
     record: dict[str, Any] = {"workload": workload, "system": system, "n": n, "status": "ok", "reason": ""}
     with tempfile.TemporaryDirectory(prefix="lionmsg-bench-") as tmp:
         out = Path(tmp) / "result.json"
         command = [settings.pythons[system], "-m", "bench.worker", system, workload, str(n)]
         command += ["--reps", str(reps), "--budget", str(settings.budget_s), "--out", str(out)]
+        if adaptive:  # not for workloads with a fixed count (memory is deterministic: one measurement)
+            command += ["--min-time", str(settings.min_time_s), "--max-reps", str(settings.max_reps)]
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         started = time.perf_counter()
         try:
@@ -123,8 +131,7 @@ def _series(workload: spec.Workload, system: str, settings: Settings) -> list[di
             _log(done[-1])
             continue
         reps = settings.reps_largest if n == max(settings.sizes) and len(settings.sizes) > 1 else settings.reps
-        reps = workload.reps or reps
-        record = _run_worker(system, workload.name, n, reps, settings)
+        record = _run_worker(system, workload.name, n, workload.reps or reps, workload.reps is None, settings)
         _log(record)
         done.append(record)
     return done
@@ -190,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         sizes=tuple(sorted(sizes)),
         reps=1 if args.smoke else args.reps,
         reps_largest=1 if args.smoke else args.reps_largest,
+        min_time_s=0.0 if args.smoke else args.min_time,
+        max_reps=1 if args.smoke else args.max_reps,
         budget_s=args.budget,
         max_rep_s=args.max_rep,
         timeout_s=min(args.timeout, 120.0) if args.smoke else args.timeout,
@@ -213,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
             "sizes": settings.sizes,
             "reps": settings.reps,
             "reps_largest": settings.reps_largest,
+            "min_time_s": settings.min_time_s,
+            "max_reps": settings.max_reps,
             "budget_s": settings.budget_s,
             "max_rep_s": settings.max_rep_s,
             "timeout_s": settings.timeout_s,

@@ -26,7 +26,9 @@ from bench import spec
 from bench.harness import WorkloadFn, repeat
 
 
-def measure(system: str, workload: str, n: int, reps: int, budget_s: float) -> dict[str, Any]:
+def measure(
+    system: str, workload: str, n: int, reps: int, budget_s: float, min_time_s: float = 0.0, max_reps: int | None = None
+) -> dict[str, Any]:
     load = os.getloadavg()  # other work on the machine distorts timings: recorded so the report can say so
     module = importlib.import_module(f"bench.systems.{system}_side")
     workloads = cast("Mapping[str, WorkloadFn]", module.WORKLOADS)
@@ -37,7 +39,7 @@ def measure(system: str, workload: str, n: int, reps: int, budget_s: float) -> d
     gc.collect()
     gc.freeze()
     warmup_below_s = 5.0 if spec.WORKLOADS_BY_NAME[workload].warmup else 0.0
-    samples, walls, warmed = repeat(rep, reps, budget_s, warmup_below_s)
+    samples, walls, warmed = repeat(rep, reps, budget_s, warmup_below_s, min_time_s, max_reps)
     metrics = {}
     for name, values in samples.items():
         metric = spec.METRICS_BY_NAME[name]
@@ -71,9 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("n", type=int)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--budget", type=float, default=40.0, help="stop repeating after this many seconds")
+    parser.add_argument("--min-time", type=float, default=0.0, help="repeat past --reps until this many s were kept")
+    parser.add_argument("--max-reps", type=int, help="the most repetitions --min-time may add up to")
     parser.add_argument("--out", help="write the JSON result here (default: stdout)")
     args = parser.parse_args(argv)
-    result = measure(args.system, args.workload, args.n, args.reps, args.budget)
+    result = measure(args.system, args.workload, args.n, args.reps, args.budget, args.min_time, args.max_reps)
     text = json.dumps(result)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as out:
