@@ -3,9 +3,10 @@
 For every (workload, system, N) it starts a fresh worker process under that system's interpreter
 (lionmsg and the floor under this one, LionAGI under `--lionagi-python`), collects the JSON it writes,
 then writes `latest.json`, `latest.md` (also printed) and `cost_vs_n.png` (drawn by `bench.plot` under
-`--plot-python`, the environment that has matplotlib). Sizes run in ascending order per series; a size
-whose projected cost (from the smaller sizes) exceeds `--max-rep` seconds is skipped, and a worker that
-outlives `--timeout` is killed: both show as "—" with a footnote, so a slow system never hangs the run.
+`--plot-python`, the environment that has matplotlib). Sizes run in ascending order, every system at
+one size before the next size; a system's size whose projected cost (from its smaller sizes) exceeds
+`--max-rep` seconds is skipped, and a worker that outlives `--timeout` is killed: both show as "—" with
+a footnote, so a slow system never hangs the run.
 Exits non-zero when a workload fails (or, with `--smoke`, when anything is not measured).
 """
 
@@ -115,26 +116,32 @@ def _run_worker(system: str, workload: str, n: int, reps: int, adaptive: bool, s
     return record
 
 
-def _series(workload: spec.Workload, system: str, settings: Settings) -> list[dict[str, Any]]:
+def _workload_runs(workload: spec.Workload, systems: list[str], settings: Settings) -> list[dict[str, Any]]:
+    """Every system at one N, then every system at the next: the workers whose times a ratio divides
+    run minutes apart at most, so a drift of the shared host between them stays small."""
     sizes = settings.sizes[-1:] if workload.largest_only else settings.sizes
-    done: list[dict[str, Any]] = []
+    done: dict[str, list[dict[str, Any]]] = {system: [] for system in systems}
     for n in sizes:
-        projected = _project(done, n)
-        if projected is not None and projected > settings.max_rep_s:
-            reason = f"projected {projected:.0f} s per repetition > {settings.max_rep_s:.0f} s limit"
-            done.append({"workload": workload.name, "system": system, "n": n, "status": "skipped", "reason": reason})
-            _log(done[-1])
-            continue
-        if done and done[-1]["status"] != "ok":
-            reason = f"not run: N={done[-1]['n']:,} was {done[-1]['status']}"
-            done.append({"workload": workload.name, "system": system, "n": n, "status": "skipped", "reason": reason})
-            _log(done[-1])
-            continue
-        reps = settings.reps_largest if n == max(settings.sizes) and len(settings.sizes) > 1 else settings.reps
-        record = _run_worker(system, workload.name, n, workload.reps or reps, workload.reps is None, settings)
-        _log(record)
-        done.append(record)
-    return done
+        for system in systems:
+            record = _next_size(workload, system, n, done[system], settings)
+            _log(record)
+            done[system].append(record)
+    return [record for records in done.values() for record in records]
+
+
+def _next_size(
+    workload: spec.Workload, system: str, n: int, done: list[dict[str, Any]], settings: Settings
+) -> dict[str, Any]:
+    """One system's run at n, or why it is skipped (`done`: its runs at the smaller sizes)."""
+    projected = _project(done, n)
+    if projected is not None and projected > settings.max_rep_s:
+        reason = f"projected {projected:.0f} s per repetition > {settings.max_rep_s:.0f} s limit"
+        return {"workload": workload.name, "system": system, "n": n, "status": "skipped", "reason": reason}
+    if done and done[-1]["status"] != "ok":
+        reason = f"not run: N={done[-1]['n']:,} was {done[-1]['status']}"
+        return {"workload": workload.name, "system": system, "n": n, "status": "skipped", "reason": reason}
+    reps = settings.reps_largest if n == max(settings.sizes) and len(settings.sizes) > 1 else settings.reps
+    return _run_worker(system, workload.name, n, workload.reps or reps, workload.reps is None, settings)
 
 
 def _log(record: dict[str, Any]) -> None:
@@ -210,9 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     machine = _machine()
     print(f"bench: sizes {settings.sizes}, systems {args.systems}, {jobs} worker(s) at a time", file=sys.stderr)
-    series = [(workload, system) for workload in workloads for system in args.systems]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        records = [r for done in pool.map(lambda ws: _series(ws[0], ws[1], settings), series) for r in done]
+        runs = pool.map(lambda workload: _workload_runs(workload, args.systems, settings), workloads)
+        records = [record for records in runs for record in records]
     machine["loadavg_end"] = os.getloadavg()
     document = {
         "started_at": started_at.isoformat(timespec="seconds"),
