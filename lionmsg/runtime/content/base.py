@@ -75,11 +75,11 @@ class MessageContent:
 
     def updated(self, **changes: Any) -> Self:
         """A new content with `changes` applied through `from_dict`; this one is left untouched."""
-        self._check_input_names(changes)
-        if changes.keys() <= self._PLAIN_FIELDS:
+        if changes.keys() <= self._PLAIN_FIELDS:  # fields, so input names: nothing for the name check to find
             content = self._with_plain_changes(changes)
             if content is not None:
                 return content
+        self._check_input_names(changes)
         return self._from_input({**self.field_values(), **changes})  # a fresh dict: from_dict's copy is not needed
 
     def copy(self) -> Self:
