@@ -21,7 +21,7 @@ from lionmsg import (
     System,
 )
 from lionmsg.generated.content import InstructionContent
-from lionmsg.runtime import fastpath
+from lionmsg.runtime import factories, fastpath
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.wire import RecordFieldError
 from tests.samples import failed_action_response, rich_messages
@@ -100,6 +100,61 @@ def test_factory_built_messages_equal_constructor_built_ones() -> None:
         built.recipient = 3.5
     request = manager.add_message(action_function="add", action_arguments={"a": 1})
     assert type(request) is ActionRequest
+
+
+@pytest.mark.parametrize("text", ["Done.", "x", "  spaced  ", "ünïcode \u2028 line", '{"json": 1}'])
+def test_a_text_reply_alone_is_what_the_general_road_builds(text: str) -> None:
+    fast = factories.build_text_reply({"assistant_response": text})
+    general = factories.build_message({"assistant_response": text}, None, None, None)
+    assert fast is not None
+    assert type(fast) is type(general) is AssistantResponse
+    assert {**fast.to_dict(), "id": None, "created_at": None} == {**general.to_dict(), "id": None, "created_at": None}
+    assert state(fast)[2:] == state(general)[2:]  # fields set, extras
+    assert fast.content == general.content
+    assert fast.rendered == general.rendered == text
+    assert fast.id != general.id
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"assistant_response": ""},  # falsy: not a reply (the general road makes an empty instruction)
+        {"assistant_response": _Text("a str subclass")},
+        {"assistant_response": {"choices": [{"message": {"content": "hi"}}]}},  # a provider payload
+        {"assistant_response": "hi", "sender": "assistant"},
+        {"assistant_response": "hi", "metadata": {"k": 1}},
+        {"instruction": "hi"},
+        {},
+    ],
+    ids=["empty", "str-subclass", "payload", "with-sender", "with-metadata", "instruction", "nothing"],
+)
+def test_anything_but_a_text_reply_alone_takes_the_general_road(arguments: dict[str, Any]) -> None:
+    assert factories.build_text_reply(dict(arguments)) is None
+    manager = MessageManager()
+    added = manager.add_message(**arguments)
+    expected = factories.build_message(
+        {k: v for k, v in arguments.items() if k not in ("sender", "metadata")},
+        arguments.get("sender"),
+        None,
+        arguments.get("metadata"),
+    )
+    assert type(added) is type(expected)
+    assert {**added.to_dict(), "id": None, "created_at": None} == {**expected.to_dict(), "id": None, "created_at": None}
+
+
+def test_a_text_reply_added_alone_is_stored_observed_and_replaced_like_any_message() -> None:
+    seen: list[Message] = []
+    manager = MessageManager(on_message_added=[seen.append])
+    manager.add_message(instruction="Summarise.")
+    reply = manager.add_message(assistant_response="Done.")
+    assert list(manager.messages) == [manager.messages[0], reply]
+    assert manager.last_response is reply
+    assert seen == [manager.messages[0], reply]
+    assert manager.to_chat_msgs()[-1] == {"role": "assistant", "content": "Done."}
 
 
 def test_a_self_referencing_message_is_deep_copied_with_its_shape() -> None:

@@ -26,7 +26,7 @@ from lionmsg.generated.messages import (
 )
 from lionmsg.runtime.fastpath import assemble
 
-__all__ = ["AddMessageArguments", "build_message", "create_action_response"]
+__all__ = ["AddMessageArguments", "build_message", "build_text_reply", "create_action_response"]
 
 
 class AddMessageArguments(TypedDict, total=False):
@@ -94,6 +94,15 @@ def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metada
     if metadata:
         message.metadata.update(metadata)
     return message
+
+
+def build_text_reply(arguments: dict[str, Any]) -> Message | None:
+    """What `build_message` makes of `assistant_response=<non-empty text>` given alone (the usual way a
+    model's reply is recorded), without resolving the kind or routing; None for any other arguments."""
+    text = arguments.get("assistant_response")
+    if type(text) is not str or not text or len(arguments) != 1:
+        return None
+    return assemble(AssistantResponse, AssistantResponseContent(assistant_response=text))  # type: ignore[no-any-return]
 
 
 def create_action_response(
