@@ -157,6 +157,92 @@ def test_a_text_reply_added_alone_is_stored_observed_and_replaced_like_any_messa
     assert manager.to_chat_msgs()[-1] == {"role": "assistant", "content": "Done."}
 
 
+def stored_instruction() -> Instruction:
+    return Instruction(
+        content={"instruction": "Summarise.", "guidance": "Be brief.", "context": [{"doc": 1}]},
+        sender="user",
+        metadata={"k": [1]},
+    )
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"guidance": "Revised."}, {"plain_content": "Say hi."}, {"guidance": "G", "plain_content": "P"}, {}],
+    ids=["guidance", "plain_content", "both", "nothing"],
+)
+def test_a_revision_of_a_stored_instruction_is_what_the_general_road_makes(changes: dict[str, str]) -> None:
+    fast_target = stored_instruction()
+    general_target = fastpath.copy_message(fast_target)  # the same id and created_at
+    before = fast_target.content
+    fast = factories.revise_instruction({"instruction": fast_target, **changes})
+    general = factories.build_message({"instruction": general_target, **changes}, None, None, None)
+    assert fast is fast_target
+    assert general is general_target
+    assert state(fast) == state(general)
+    assert fast.rendered == general.rendered
+    if changes:
+        assert fast.content is not before  # replaced, not changed in place: the old content is as it was
+        assert before == stored_instruction().content
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"guidance": ""},  # falsy: not given (the general road leaves the guidance as it is)
+        {"guidance": None},
+        {"guidance": _Text("a str subclass")},
+        {"context": [{"doc": 2}]},  # not a plain text field
+        {"instruction_text": "x"},  # not an argument at all: add_message's TypeError, nothing changed
+        {"sender": "assistant"},
+        {"metadata": {"k": 2}},
+        {"guidance": 5},  # not text: the general road's error, nothing changed
+    ],
+    ids=["empty", "none", "str-subclass", "context", "unknown", "with-sender", "with-metadata", "not-text"],
+)
+def test_anything_but_a_text_revision_takes_the_general_road(extra: dict[str, Any]) -> None:
+    target = stored_instruction()
+    assert factories.revise_instruction({"instruction": target, **extra}) is None
+    manager, twin = MessageManager(), MessageManager()
+    manager.add_message(instruction=target)
+    twin_target = twin.add_message(instruction=fastpath.copy_message(target))
+    expected: Any
+    if "instruction_text" in extra:  # refused by add_message before anything is built
+        expected = TypeError("MessageManager.add_message() got an unexpected keyword argument 'instruction_text'")
+    else:
+        try:
+            expected = factories.build_message(
+                {"instruction": twin_target, **{k: v for k, v in extra.items() if k not in ("sender", "metadata")}},
+                extra.get("sender"),
+                None,
+                extra.get("metadata"),
+            )
+        except ValueError as error:
+            expected = error
+    before = (state(target), list(manager.progression))
+    if isinstance(expected, Exception):
+        with pytest.raises(type(expected)) as raised:
+            manager.add_message(instruction=target, **extra)
+        assert str(raised.value) == str(expected)
+        assert (state(target), list(manager.progression)) == before
+    else:
+        added = manager.add_message(instruction=target, **extra)
+        assert added is target
+        assert state(added) == state(expected)
+
+
+def test_a_revision_keeps_its_index_and_is_observed() -> None:
+    seen: list[Message] = []
+    manager = MessageManager(on_message_added=[seen.append])
+    first = manager.add_message(instruction="One.")
+    second = manager.add_message(instruction="Two.")
+    manager.add_message(assistant_response="Done.")
+    revised = manager.add_message(instruction=first, guidance="Shorter.")
+    assert revised is first
+    assert list(manager.progression) == [first.id, second.id, manager.messages[2].id]
+    assert seen[-1] is first
+    assert manager.to_chat_msgs()[0] == {"role": "user", "content": "Guidance: Shorter.\nInstruction: One."}
+
+
 def test_a_self_referencing_message_is_deep_copied_with_its_shape() -> None:
     original = Message(content={"items": [1]})
     original.metadata["self"] = original.metadata
@@ -261,7 +347,9 @@ def test_updating_plain_fields_gives_what_a_full_rebuild_gives(content: Any) -> 
                         assert mine is not getattr(content, field.name), field.name  # containers are its own
                 structure = getattr(updated, "_structure_instance", None)
                 if structure is not None:
-                    assert structure is not content._structure_instance  # derived state is rebuilt
+                    assert structure is not content._structure_instance  # derived state is rebuilt...
+                    if isinstance(updated.response_format, dict):  # ...from the copy's own dict
+                        assert structure.response_format is updated.response_format
     assert content == before  # the original is untouched, also after failed updates
 
 

@@ -67,15 +67,16 @@ class ActionRequestContent(ActionRequestBehaviour):
 
     def _with_plain_changes(self, changes: Mapping[str, Any]) -> ActionRequestContent | None:
         # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
-        # copies them, derived state rebuilt by _normalize(), and only the changed fields checked (the
-        # others were valid, and normalising keeps them so). None for a subclass, which may add fields.
+        # copies them (already normalised: _normalize() would leave them as they are), private derived
+        # state rebuilt by _derive(), and only the changed fields checked (the others were valid). None
+        # for a subclass, which may add fields.
         if type(self) is not ActionRequestContent:
             return None
         content = object.__new__(ActionRequestContent)
         content.function = self.function
         content.arguments = dict(self.arguments)
         content.action_response_id = self.action_response_id
-        content._normalize()
+        content._derive()
         return content
 
     @classmethod
@@ -199,8 +200,9 @@ class ActionResponseContent(ActionResponseBehaviour):
 
     def _with_plain_changes(self, changes: Mapping[str, Any]) -> ActionResponseContent | None:
         # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
-        # copies them, derived state rebuilt by _normalize(), and only the changed fields checked (the
-        # others were valid, and normalising keeps them so). None for a subclass, which may add fields.
+        # copies them (already normalised: _normalize() would leave them as they are), private derived
+        # state rebuilt by _derive(), and only the changed fields checked (the others were valid). None
+        # for a subclass, which may add fields.
         if type(self) is not ActionResponseContent:
             return None
         content = object.__new__(ActionResponseContent)
@@ -209,7 +211,7 @@ class ActionResponseContent(ActionResponseBehaviour):
         content.output = changes.get("output", shallow_copy(self.output))
         content.action_request_id = self.action_request_id
         content.error = changes.get("error", self.error)
-        content._normalize()
+        content._derive()
         if "function" in changes and not isinstance(content.function, str):
             raise RecordFieldError(
                 "function",
@@ -325,13 +327,14 @@ class AssistantResponseContent(AssistantResponseBehaviour):
 
     def _with_plain_changes(self, changes: Mapping[str, Any]) -> AssistantResponseContent | None:
         # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
-        # copies them, derived state rebuilt by _normalize(), and only the changed fields checked (the
-        # others were valid, and normalising keeps them so). None for a subclass, which may add fields.
+        # copies them (already normalised: _normalize() would leave them as they are), private derived
+        # state rebuilt by _derive(), and only the changed fields checked (the others were valid). None
+        # for a subclass, which may add fields.
         if type(self) is not AssistantResponseContent:
             return None
         content = object.__new__(AssistantResponseContent)
         content.assistant_response = changes.get("assistant_response", self.assistant_response)
-        content._normalize()
+        content._derive()
         if "assistant_response" in changes and not isinstance(content.assistant_response, str):
             raise RecordFieldError(
                 "assistant_response",
@@ -488,8 +491,9 @@ class InstructionContent(InstructionBehaviour):
 
     def _with_plain_changes(self, changes: Mapping[str, Any]) -> InstructionContent | None:
         # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
-        # copies them, derived state rebuilt by _normalize(), and only the changed fields checked (the
-        # others were valid, and normalising keeps them so). None for a subclass, which may add fields.
+        # copies them (already normalised: _normalize() would leave them as they are), private derived
+        # state rebuilt by _derive(), and only the changed fields checked (the others were valid). None
+        # for a subclass, which may add fields.
         if type(self) is not InstructionContent:
             return None
         content = object.__new__(InstructionContent)
@@ -503,7 +507,7 @@ class InstructionContent(InstructionBehaviour):
         content.image_detail = self.image_detail
         content.structure = self.structure
         content._structure_instance = None
-        content._normalize()
+        content._derive()
         if "instruction" in changes and not (isinstance(content.instruction, str) or content.instruction is None):
             raise RecordFieldError(
                 "instruction",
@@ -694,14 +698,15 @@ class SystemContent(SystemBehaviour):
 
     def _with_plain_changes(self, changes: Mapping[str, Any]) -> SystemContent | None:
         # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
-        # copies them, derived state rebuilt by _normalize(), and only the changed fields checked (the
-        # others were valid, and normalising keeps them so). None for a subclass, which may add fields.
+        # copies them (already normalised: _normalize() would leave them as they are), private derived
+        # state rebuilt by _derive(), and only the changed fields checked (the others were valid). None
+        # for a subclass, which may add fields.
         if type(self) is not SystemContent:
             return None
         content = object.__new__(SystemContent)
         content.system_message = changes.get("system_message", self.system_message)
         content.system_datetime = self.system_datetime
-        content._normalize()
+        content._derive()
         if "system_message" in changes and not isinstance(content.system_message, str):
             raise RecordFieldError(
                 "system_message",

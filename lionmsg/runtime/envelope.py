@@ -101,17 +101,25 @@ class MessageBehaviour(Node, Sendable):
         `content_fields`. Everything is validated before anything changes."""
         new_sender = normalize_address(sender) if sender else None
         new_recipient = normalize_address(recipient) if recipient else None
+        values = self.__dict__
         new_content = None
         if content_fields:
-            if not isinstance(self.content, MessageContent):
+            content = values["content"]
+            if not isinstance(content, MessageContent):
                 names = ", ".join(sorted(content_fields))
                 raise TypeError(f"{type(self).__name__}.update(): its content has no fields to update ({names})")
-            new_content = self.content.updated(**content_fields)
+            new_content = content.updated(**content_fields)
         # Every value is already validated: store it without a second validation pass.
-        for name, value in (("sender", new_sender), ("recipient", new_recipient), ("content", new_content)):
-            if value is not None:
-                self.__dict__[name] = value
-                self.__pydantic_fields_set__.add(name)
+        fields_set = self.__pydantic_fields_set__
+        if new_sender is not None:
+            values["sender"] = new_sender
+            fields_set.add("sender")
+        if new_recipient is not None:
+            values["recipient"] = new_recipient
+            fields_set.add("recipient")
+        if new_content is not None:
+            values["content"] = new_content
+            fields_set.add("content")
 
     def clone(self) -> Self:
         """The same class and content under a new identity; `metadata["clone_from"]` names the source."""

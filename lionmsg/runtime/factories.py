@@ -26,7 +26,7 @@ from lionmsg.generated.messages import (
 )
 from lionmsg.runtime.fastpath import assemble
 
-__all__ = ["AddMessageArguments", "build_message", "build_text_reply", "create_action_response"]
+__all__ = ["AddMessageArguments", "build_message", "build_text_reply", "create_action_response", "revise_instruction"]
 
 
 class AddMessageArguments(TypedDict, total=False):
@@ -103,6 +103,28 @@ def build_text_reply(arguments: dict[str, Any]) -> Message | None:
     if type(text) is not str or not text or len(arguments) != 1:
         return None
     return assemble(AssistantResponse, AssistantResponseContent(assistant_response=text))  # type: ignore[no-any-return]
+
+
+# What an existing instruction's revision may name besides `instruction` (the message itself): its
+# plain text fields, which update() changes without rebuilding the content.
+_REVISION_ARGUMENTS = InstructionContent._PLAIN_FIELDS - {"instruction"}
+
+
+def revise_instruction(arguments: dict[str, Any]) -> Message | None:
+    """What `build_message` makes of `instruction=<an Instruction>` with non-empty text for any of its
+    plain text fields (`guidance`, `plain_content`) and nothing else (how a history's turn is revised in
+    place), without resolving the kind or routing; None for any other arguments."""
+    message = arguments.get("instruction")
+    if type(message) is not Instruction:
+        return None
+    changes = {}
+    for name, value in arguments.items():
+        if name != "instruction":
+            if name not in _REVISION_ARGUMENTS or type(value) is not str or not value:
+                return None
+            changes[name] = value
+    message.update(**changes)
+    return message
 
 
 def create_action_response(

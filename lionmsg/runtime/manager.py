@@ -18,7 +18,13 @@ from lionmsg.generated.messages import (
     System,
 )
 from lionmsg.runtime.callbacks import MessageCallback, run_async_callbacks, run_sync_callbacks, sync_preflight
-from lionmsg.runtime.factories import AddMessageArguments, build_message, build_text_reply, create_action_response
+from lionmsg.runtime.factories import (
+    AddMessageArguments,
+    build_message,
+    build_text_reply,
+    create_action_response,
+    revise_instruction,
+)
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression
 from lionmsg.runtime.wire import loads_json
@@ -151,11 +157,12 @@ class MessageManager:
         return message
 
     def _commit(self, arguments: dict[str, Any]) -> Message:
-        if len(arguments) == 1:  # add_message(assistant_response="..."), most likely: no kind to resolve
-            reply = build_text_reply(arguments)
-            if reply is not None:
-                self.messages.update(reply)
-                return reply
+        # The two most common calls need no kind resolved: a reply's text alone, and a revision of a
+        # stored instruction's text.
+        direct = build_text_reply(arguments) if len(arguments) == 1 else revise_instruction(arguments)
+        if direct is not None:
+            self.messages.update(direct)  # a revised instruction keeps its index
+            return direct
         pop = arguments.pop
         message = build_message(arguments, pop("sender", None), pop("recipient", None), pop("metadata", None))
         if isinstance(message, System):

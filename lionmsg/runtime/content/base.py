@@ -33,7 +33,13 @@ class MessageContent:
     _PLAIN_FIELDS: ClassVar[frozenset[str]] = frozenset()
 
     def _normalize(self) -> None:
-        """Hook: turn Python-side input conveniences into schema values (runs on every construction)."""
+        """Hook: turn Python-side input conveniences into schema values (runs on every construction;
+        a kind with private derived state ends by building it with `_derive()`). Values already
+        normalised must come out unchanged."""
+
+    def _derive(self) -> None:
+        """Hook: build private derived state from the normalised fields. A copy that changes only
+        `_PLAIN_FIELDS` runs just this: normalising its other, already normalised, fields is a no-op."""
 
     if TYPE_CHECKING:
         # Generated per class from its schema.

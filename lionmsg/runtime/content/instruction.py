@@ -83,6 +83,9 @@ class InstructionBehaviour(MessageContent):
             if problem is not None:
                 raise RecordFieldError("images", f"InstructionContent.images[{index}]: {problem}", ref)
         self.structure = resolve_structure(self.structure)
+        self._derive()
+
+    def _derive(self) -> None:
         response_format = self.response_format
         self._structure_instance = None if response_format is None else build_structure(self.structure, response_format)
 
