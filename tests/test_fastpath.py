@@ -46,12 +46,15 @@ def test_the_fast_record_is_pydantics_json_dump(message: Message) -> None:
 @pytest.mark.parametrize("message", everything(), ids=lambda m: type(m).__name__)
 def test_the_fast_load_is_pydantics_validation(message: Message) -> None:
     record = message.to_dict()
-    fast = Message.from_dict(record)
     prepared = dict(record)
     type(message)._prepare_record(prepared)
     slow = type(message).model_validate(prepared)
-    assert state(fast) == state(slow)
-    assert fast.to_dict() == record
+    one_pass = fastpath.load_record(type(message), record)  # the record of exactly this class
+    assert one_pass is not None
+    for fast in (Message.from_dict(record), type(message).from_dict(record), one_pass):
+        assert state(fast) == state(slow)
+        assert fast.to_dict() == record
+    assert record == message.to_dict()  # loading changed nothing in the record
 
 
 @pytest.mark.parametrize(
@@ -70,6 +73,35 @@ def test_records_off_the_fast_road_load_the_same(change: dict[str, Any]) -> None
     prepared = dict(record)
     Instruction._prepare_record(prepared)
     assert state(Instruction.from_dict(record)) == state(Instruction.model_validate(prepared))
+
+
+def json_record_cases() -> list[Any]:
+    class Answer(dict[str, Any]):
+        pass
+
+    contents = [m.content for m in everything() if isinstance(m.content, MessageContent)]
+    ident = uuid.uuid4()
+    contents += [
+        Instruction(content={"instruction": "Q?", "context": [{"who": ident}]}).content,  # a UUID deep inside
+        Instruction(content={"instruction": "Q?", "context": [float("nan")]}).content,
+        Instruction(content={"instruction": "Q?", "response_format": Answer(a=1)}).content,  # a dict subclass
+        ActionRequest(content={"function": "f", "arguments": {"t": (1, 2)}}).content,  # a tuple
+    ]
+    mutated = Instruction(content={"instruction": "Q?"}).content
+    mutated.guidance = ident  # type: ignore[assignment]  # changed in place, past the checks
+    contents.append(mutated)
+    return contents
+
+
+@pytest.mark.parametrize("content", json_record_cases(), ids=lambda c: type(c).__name__)
+def test_the_one_pass_json_record_is_a_json_copy_of_to_dict(content: Any) -> None:
+    fast = content._json_record()
+    expected = fastpath.json_copy(content.to_dict())
+    assert fast == expected
+    if fast is not fastpath.MISSING:
+        for name, value in fast.items():
+            if isinstance(value, (list, dict)):
+                assert value is not getattr(content, name), name  # deep-copied, not shared
 
 
 def test_values_a_json_dump_must_convert_take_pydantics_road() -> None:

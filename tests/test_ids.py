@@ -7,9 +7,12 @@ import os
 import uuid
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lionmsg import Message
 from lionmsg.runtime import ids
+from lionmsg.runtime.wire import CANONICAL_UUID
 
 
 def test_fast_uuids_are_version_4_rfc_4122_uuids() -> None:
@@ -66,12 +69,71 @@ def test_a_forked_child_never_repeats_its_parents_ids() -> None:
 def test_parsed_and_built_uuids_equal_the_standard_librarys() -> None:
     for _ in range(200):
         standard = uuid.uuid4()
-        for built in (ids.uuid_from_int(standard.int), ids.uuid_from_canonical_text(str(standard))):
-            assert type(built) is uuid.UUID
-            assert built == standard
-            assert hash(built) == hash(standard)
-            assert str(built) == str(standard)
-            assert built.is_safe is standard.is_safe
+        for text in (str(standard), str(standard).upper()):
+            for built in (ids.uuid_from_int(standard.int), ids.parse_canonical_uuid(text)):
+                assert type(built) is uuid.UUID
+                assert built == standard
+                assert hash(built) == hash(standard)
+                assert str(built) == str(standard)
+                assert built.is_safe is standard.is_safe
+        assert ids.uuid_text(standard) == str(standard)
+
+
+class _Spelled(uuid.UUID):
+    def __str__(self) -> str:
+        return "spelled"
+
+
+def test_uuid_text_leaves_a_subclass_its_own_spelling() -> None:
+    assert ids.uuid_text(_Spelled(int=5)) == "spelled"
+
+
+CANONICAL = "123e4567-e89b-42d3-a456-426614174000"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        CANONICAL.replace("-", ""),  # bare hex: uuid.UUID takes it, the schema does not
+        "{" + CANONICAL[1:-1] + "}",
+        CANONICAL[:35] + "g",  # a letter beyond f
+        "0x" + CANONICAL[2:],  # int(..., 16) takes a 0x prefix
+        CANONICAL[:35] + "\u0663",  # a non-ASCII digit, which int() would read
+        CANONICAL[:9] + "_" + CANONICAL[10:],  # int() skips underscores between digits
+        CANONICAL[:9] + "+" + CANONICAL[10:],
+        CANONICAL[:9] + " " + CANONICAL[10:],
+        CANONICAL[:9] + "-" + CANONICAL[10:],  # a fifth hyphen
+        CANONICAL[:8] + "0" + CANONICAL[9:],  # a hyphen missing
+        CANONICAL[:8] + CANONICAL[9:13] + "-" + CANONICAL[13:],  # hyphens in the wrong places
+        CANONICAL + "\n",
+        "",
+    ],
+)
+def test_only_the_schemas_uuid_text_parses(text: str) -> None:
+    assert CANONICAL_UUID.fullmatch(text) is None
+    assert ids.parse_canonical_uuid(text) is None
+
+
+def test_non_text_and_text_subclasses_do_not_parse() -> None:
+    class Text(str):
+        pass
+
+    for value in (None, 5, uuid.UUID(CANONICAL), CANONICAL.encode(), Text(CANONICAL)):
+        assert ids.parse_canonical_uuid(value) is None
+
+
+@given(st.text(alphabet="0123456789abcdefABCDEFgxX-_ +\u0663", min_size=34, max_size=38))
+def test_parsing_agrees_with_the_schema_pattern(text: str) -> None:
+    parsed = ids.parse_canonical_uuid(text)
+    if CANONICAL_UUID.fullmatch(text) is None:
+        assert parsed is None
+    else:
+        assert parsed == uuid.UUID(text)
+
+
+@given(st.from_regex(CANONICAL_UUID, fullmatch=True))
+def test_every_canonical_text_parses_to_its_uuid(text: str) -> None:
+    assert ids.parse_canonical_uuid(text) == uuid.UUID(text)
 
 
 def test_new_elements_take_their_ids_from_the_pool() -> None:

@@ -283,6 +283,9 @@ def render_content(schemas: SchemaSet) -> str:
         additional_imports=[
             *imports,
             "lionmsg.runtime.content.base.shallow_copy",
+            "lionmsg.runtime.fastpath.JSON_SCALARS",
+            "lionmsg.runtime.fastpath.MISSING",
+            "lionmsg.runtime.fastpath.json_copy",
             "lionmsg.runtime.wire.matches",
             "lionmsg.runtime.wire.RecordFieldError",
             "typing.ClassVar",

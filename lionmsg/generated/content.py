@@ -15,6 +15,7 @@ from lionmsg.runtime.content.assistant_response import AssistantResponseBehaviou
 from lionmsg.runtime.content.base import shallow_copy
 from lionmsg.runtime.content.instruction import InstructionBehaviour
 from lionmsg.runtime.content.system import SystemBehaviour
+from lionmsg.runtime.fastpath import JSON_SCALARS, MISSING, json_copy
 from lionmsg.runtime.wire import RecordFieldError, matches
 
 
@@ -131,6 +132,32 @@ class ActionRequestContent(ActionRequestBehaviour):
         record["arguments"] = dict(self.arguments)
         if self.action_response_id is not None:
             record["action_response_id"] = self.action_response_id
+        return record
+
+    def _json_record(self) -> Any:
+        # json_copy(self.to_dict()) in one pass: the record as plain JSON data, deep-copied, or MISSING
+        # when a value is not plain JSON (a JSON dump would convert it). A subclass may dump differently.
+        if type(self) is not ActionRequestContent:
+            return json_copy(self.to_dict())
+        record: dict[str, Any] = {}
+        value: Any
+        value = self.function
+        if type(value) not in JSON_SCALARS:
+            value = json_copy(value)
+        if value is MISSING:
+            return MISSING
+        record["function"] = value
+        value = json_copy(self.arguments)
+        if value is MISSING:
+            return MISSING
+        record["arguments"] = value
+        if self.action_response_id is not None:
+            value = self.action_response_id
+            if type(value) not in JSON_SCALARS:
+                value = json_copy(value)
+            if value is MISSING:
+                return MISSING
+            record["action_response_id"] = value
         return record
 
 
@@ -298,6 +325,46 @@ class ActionResponseContent(ActionResponseBehaviour):
             record["error"] = self.error
         return record
 
+    def _json_record(self) -> Any:
+        # json_copy(self.to_dict()) in one pass: the record as plain JSON data, deep-copied, or MISSING
+        # when a value is not plain JSON (a JSON dump would convert it). A subclass may dump differently.
+        if type(self) is not ActionResponseContent:
+            return json_copy(self.to_dict())
+        record: dict[str, Any] = {}
+        value: Any
+        value = self.function
+        if type(value) not in JSON_SCALARS:
+            value = json_copy(value)
+        if value is MISSING:
+            return MISSING
+        record["function"] = value
+        value = json_copy(self.arguments)
+        if value is MISSING:
+            return MISSING
+        record["arguments"] = value
+        if self.output is not None:
+            value = self.output
+            if type(value) not in JSON_SCALARS:
+                value = json_copy(value)
+            if value is MISSING:
+                return MISSING
+            record["output"] = value
+        if self.action_request_id is not None:
+            value = self.action_request_id
+            if type(value) not in JSON_SCALARS:
+                value = json_copy(value)
+            if value is MISSING:
+                return MISSING
+            record["action_request_id"] = value
+        if self.error is not None:
+            value = self.error
+            if type(value) not in JSON_SCALARS:
+                value = json_copy(value)
+            if value is MISSING:
+                return MISSING
+            record["error"] = value
+        return record
+
 
 @dataclass(slots=True)
 class AssistantResponseContent(AssistantResponseBehaviour):
@@ -369,6 +436,21 @@ class AssistantResponseContent(AssistantResponseBehaviour):
         """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""
         record: dict[str, Any] = {}
         record["assistant_response"] = self.assistant_response
+        return record
+
+    def _json_record(self) -> Any:
+        # json_copy(self.to_dict()) in one pass: the record as plain JSON data, deep-copied, or MISSING
+        # when a value is not plain JSON (a JSON dump would convert it). A subclass may dump differently.
+        if type(self) is not AssistantResponseContent:
+            return json_copy(self.to_dict())
+        record: dict[str, Any] = {}
+        value: Any
+        value = self.assistant_response
+        if type(value) not in JSON_SCALARS:
+            value = json_copy(value)
+        if value is MISSING:
+            return MISSING
+        record["assistant_response"] = value
         return record
 
 
@@ -661,6 +743,63 @@ class InstructionContent(InstructionBehaviour):
             record["image_detail"] = self.image_detail
         return record
 
+    def _json_record(self) -> Any:
+        # json_copy(self.to_dict()) in one pass: the record as plain JSON data, deep-copied, or MISSING
+        # when a value is not plain JSON (a JSON dump would convert it). A subclass may dump differently.
+        if type(self) is not InstructionContent:
+            return json_copy(self.to_dict())
+        record: dict[str, Any] = {}
+        value: Any
+        if self.instruction is not None:
+            value = self.instruction
+            if type(value) not in JSON_SCALARS:
+                value = json_copy(value)
+            if value is MISSING:
+                return MISSING
+            record["instruction"] = value
+        if self.guidance is not None:
+            value = self.guidance
+            if type(value) not in JSON_SCALARS:
+                value = json_copy(value)
+            if value is MISSING:
+                return MISSING
+            record["guidance"] = value
+        if self.prompt_context:
+            value = json_copy(self.prompt_context)
+            if value is MISSING:
+                return MISSING
+            record["prompt_context"] = value
+        if self.plain_content is not None:
+            value = self.plain_content
+            if type(value) not in JSON_SCALARS:
+                value = json_copy(value)
+            if value is MISSING:
+                return MISSING
+            record["plain_content"] = value
+        if self.tool_schemas:
+            value = json_copy(self.tool_schemas)
+            if value is MISSING:
+                return MISSING
+            record["tool_schemas"] = value
+        if isinstance(self.response_format, dict):
+            value = json_copy(self.response_format)
+            if value is MISSING:
+                return MISSING
+            record["response_format"] = value
+        if self.images:
+            value = json_copy(self.images)
+            if value is MISSING:
+                return MISSING
+            record["images"] = value
+        if self.image_detail is not None:
+            value = self.image_detail
+            if type(value) not in JSON_SCALARS:
+                value = json_copy(value)
+            if value is MISSING:
+                return MISSING
+            record["image_detail"] = value
+        return record
+
 
 @dataclass(slots=True)
 class SystemContent(SystemBehaviour):
@@ -752,6 +891,28 @@ class SystemContent(SystemBehaviour):
         record["system_message"] = self.system_message
         if self.system_datetime is not None:
             record["system_datetime"] = self.system_datetime
+        return record
+
+    def _json_record(self) -> Any:
+        # json_copy(self.to_dict()) in one pass: the record as plain JSON data, deep-copied, or MISSING
+        # when a value is not plain JSON (a JSON dump would convert it). A subclass may dump differently.
+        if type(self) is not SystemContent:
+            return json_copy(self.to_dict())
+        record: dict[str, Any] = {}
+        value: Any
+        value = self.system_message
+        if type(value) not in JSON_SCALARS:
+            value = json_copy(value)
+        if value is MISSING:
+            return MISSING
+        record["system_message"] = value
+        if self.system_datetime is not None:
+            value = self.system_datetime
+            if type(value) not in JSON_SCALARS:
+                value = json_copy(value)
+            if value is MISSING:
+                return MISSING
+            record["system_datetime"] = value
         return record
 
 

@@ -7,12 +7,12 @@ from uuid import UUID
 
 from lionmsg.generated.roles import MessageRole
 
-__all__ = ["SenderRecipient", "normalize_address"]
+__all__ = ["ROLES_BY_VALUE", "SenderRecipient", "normalize_address"]
 
 SenderRecipient: TypeAlias = MessageRole | UUID | str
 """A role, a UUID, or any other name."""
 
-_ROLES_BY_VALUE: dict[str, MessageRole] = {role.value: role for role in MessageRole}
+ROLES_BY_VALUE: dict[str, MessageRole] = {role.value: role for role in MessageRole}
 # Lengths of the spellings `uuid.UUID()` parses: bare hex, hyphenated, braced, URN.
 _UUID_TEXT_LENGTHS = frozenset({32, 36, 38, 45})
 
@@ -30,7 +30,7 @@ def normalize_address(value: Any) -> SenderRecipient | None:
     if isinstance(value, str):
         if isinstance(value, MessageRole):
             return value
-        role = _ROLES_BY_VALUE.get(value)
+        role = ROLES_BY_VALUE.get(value)
         if role is not None:
             return role
         return _uuid_or_none(value) or str(value)

@@ -156,7 +156,7 @@ class Element(BaseModel):
     @classmethod
     def _record_class(cls, data: Mapping[str, Any]) -> type[Self]:
         metadata = data.get("metadata")
-        if not isinstance(metadata, Mapping) or "lion_class" not in metadata:
+        if (type(metadata) is not dict and not isinstance(metadata, Mapping)) or "lion_class" not in metadata:
             return cls
         named = metadata["lion_class"]
         if type(named) is str and named == cls.__name__:  # the common case: the record names this class

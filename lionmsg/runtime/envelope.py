@@ -9,6 +9,7 @@ supplies what is not data shape: role fixing, routing predicates, rendering, cha
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from pydantic import computed_field, model_validator
@@ -18,7 +19,8 @@ from lionmsg.runtime.addressing import SenderRecipient, normalize_address
 from lionmsg.runtime.concepts import Sendable
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.element import Node, record_error
-from lionmsg.runtime.fastpath import MISSING, dump_address, json_copy, load_envelope
+from lionmsg.runtime.fastpath import MISSING, dump_address, json_copy, load_envelope, load_record
+from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.wire import RecordFieldError
 
 if TYPE_CHECKING:
@@ -149,14 +151,15 @@ class MessageBehaviour(Node, Sendable):
         """`model_dump(mode="json")`, built directly when every value is plain JSON data already."""
         values = self.__dict__
         content = values["content"]
-        body = json_copy(content.to_dict() if isinstance(content, MessageContent) else content)
-        metadata = json_copy(values["metadata"])
+        body = content._json_record() if isinstance(content, MessageContent) else json_copy(content)
+        metadata = values["metadata"]
+        metadata = json_copy(metadata) if metadata else {}  # usually empty: no copy to walk
         if body is MISSING or metadata is MISSING:
             return None
         metadata["lion_class"] = type(self).__name__
         embedding = values["embedding"]
         return {
-            "id": str(values["id"]),
+            "id": uuid_text(values["id"]),
             "created_at": values["created_at"],
             "metadata": metadata,
             "content": body,
@@ -168,8 +171,16 @@ class MessageBehaviour(Node, Sendable):
         }
 
     @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        if type(data) is dict:
+            loaded: Self | None = load_record(cls, data)
+            if loaded is not None:
+                return loaded
+        return super().from_dict(data)
+
+    @classmethod
     def _load_prepared(cls, record: dict[str, Any]) -> Self:
-        loaded = load_envelope(cls, record)
+        loaded = load_envelope(cls, record, record.get("content", MISSING))
         return loaded if loaded is not None else cls.model_validate(record)
 
     @classmethod

@@ -19,17 +19,20 @@ from uuid import UUID
 from pydantic import BaseModel
 
 from lionmsg.generated.roles import MessageRole
+from lionmsg.runtime.addressing import ROLES_BY_VALUE as _ROLES_BY_VALUE
 from lionmsg.runtime.addressing import normalize_address
-from lionmsg.runtime.ids import new_uuid4, uuid_from_canonical_text
-from lionmsg.runtime.wire import CANONICAL_UUID
+from lionmsg.runtime.ids import new_uuid4, parse_canonical_uuid, uuid_text
+from lionmsg.runtime.wire import RecordFieldError
 
 __all__ = [
+    "JSON_SCALARS",
     "MISSING",
     "assemble",
     "copy_message",
     "dump_address",
     "json_copy",
     "load_envelope",
+    "load_record",
     "trusted_instance",
 ]
 
@@ -38,7 +41,8 @@ M = TypeVar("M", bound=BaseModel)
 MISSING: Any = object()
 """An argument that was not given (None is a value: an explicit broadcast)."""
 
-_RECORD_KEYS = frozenset({"id", "created_at", "metadata", "content", "embedding", "sender", "recipient", "channel"})
+_ALL_FIELDS = {"id", "created_at", "metadata", "content", "embedding", "sender", "recipient", "channel"}
+_RECORD_KEYS = frozenset({*_ALL_FIELDS, "role"})  # role is the class's: a record's is read by nobody
 
 
 def assemble(
@@ -76,15 +80,38 @@ def assemble(
     return trusted_instance(cls, values, fields_set)
 
 
-def load_envelope(cls: type[BaseModel], record: dict[str, Any]) -> Any:
-    """The message a prepared record describes (lion_class resolved, role dropped, typed content
-    loaded), or None when any value is not already in its plain canonical form."""
+def load_record(cls: type[BaseModel], record: dict[str, Any]) -> Any:
+    """`cls.from_dict(record)` in one pass, for a record of exactly this class (its `lion_class`, when
+    present, names `cls`) whose content loads and whose every value is plain and canonical; None for
+    anything else, which takes the general road (and its errors)."""
+    metadata = record.get("metadata")
+    if type(metadata) is dict:
+        named = metadata.get("lion_class", MISSING)
+        if named is not MISSING and (type(named) is not str or named != cls.__name__):
+            return None
+    if "id" not in record or "created_at" not in record:
+        return None
+    content = record.get("content", MISSING)
+    content_type = _defaults(cls)["content_type"]
+    if content_type is not None and content is not MISSING:
+        if type(content) is not dict:
+            return None
+        try:
+            content = content_type.from_record(content)
+        except RecordFieldError:  # the general road raises it, naming the record's field
+            return None
+    return load_envelope(cls, record, content)
+
+
+def load_envelope(cls: type[BaseModel], record: dict[str, Any], content: Any) -> Any:
+    """The message a record describes, given its loaded content (MISSING when the record has none;
+    the record's own `content`, `role` and `metadata.lion_class` are not read), or None when any value
+    is not already in its plain canonical form."""
     if not record.keys() <= _RECORD_KEYS:
         return None
-    ident, created_at = record["id"], record["created_at"]
-    if type(ident) is not str or _canonical_uuid_text(ident) is None:
-        return None
-    if type(created_at) is not float or not _isfinite(created_at):
+    ident = parse_canonical_uuid(record["id"])
+    created_at = record["created_at"]
+    if ident is None or type(created_at) is not float or not _isfinite(created_at):
         return None
     defaults = _defaults(cls)
     metadata: dict[str, Any] = {}
@@ -96,7 +123,6 @@ def load_envelope(cls: type[BaseModel], record: dict[str, Any]) -> Any:
             return None
         if key != "lion_class":  # the discriminator, already resolved to `cls`
             metadata[key] = value
-    content = record.get("content", MISSING)
     if content is MISSING:
         content = defaults["content"]()
     elif defaults["content_type"] is not None and type(content) is not defaults["content_type"]:
@@ -114,7 +140,7 @@ def load_envelope(cls: type[BaseModel], record: dict[str, Any]) -> Any:
     if sender is MISSING or recipient is MISSING:
         return None
     values = {
-        "id": uuid_from_canonical_text(ident),
+        "id": ident,
         "created_at": created_at,
         "metadata": metadata,
         "content": content,
@@ -123,7 +149,10 @@ def load_envelope(cls: type[BaseModel], record: dict[str, Any]) -> Any:
         "recipient": recipient,
         "channel": channel,
     }
-    return trusted_instance(cls, values, set(record))
+    # The fields the record sets (role is not a field): usually all of them, a copy of a ready set.
+    given = len(record) - ("role" in record)
+    fields_set = _ALL_FIELDS.copy() if given == len(_ALL_FIELDS) else {key for key in record if key != "role"}
+    return trusted_instance(cls, values, fields_set)
 
 
 def _record_address(record: dict[str, Any], name: str, defaults: dict[str, Any]) -> Any:
@@ -132,12 +161,12 @@ def _record_address(record: dict[str, Any], name: str, defaults: dict[str, Any])
     address = record.get(name, MISSING)
     if address is MISSING:
         return defaults[name]
-    if address is None or type(address) is str:
-        return normalize_address(address)
-    return MISSING
+    if type(address) is str:
+        role = _ROLES_BY_VALUE.get(address)  # the usual value: no need to try it as a UUID
+        return normalize_address(address) if role is None else role
+    return None if address is None else MISSING
 
 
-_canonical_uuid_text = CANONICAL_UUID.fullmatch
 _isfinite = math.isfinite
 
 
@@ -163,14 +192,14 @@ def json_copy(value: Any) -> Any:
     """A deep copy of plain JSON data (str keys, finite floats), or MISSING when `value` holds anything
     a JSON dump would have to convert (a UUID, a model, NaN...)."""
     kind = type(value)
-    if kind in _SCALARS:
+    if kind in JSON_SCALARS:
         return value
     if kind is dict:
         copied: dict[str, Any] = {}
         for key, item in value.items():
             if type(key) is not str:
                 return MISSING
-            if type(item) not in _SCALARS:  # leaves are common: no call for them
+            if type(item) not in JSON_SCALARS:  # leaves are common: no call for them
                 item = json_copy(item)
                 if item is MISSING:
                     return MISSING
@@ -179,7 +208,7 @@ def json_copy(value: Any) -> Any:
     if kind is list:
         items: list[Any] = []
         for item in value:
-            if type(item) not in _SCALARS:
+            if type(item) not in JSON_SCALARS:
                 item = json_copy(item)
                 if item is MISSING:
                     return MISSING
@@ -190,7 +219,7 @@ def json_copy(value: Any) -> Any:
     return MISSING
 
 
-_SCALARS = frozenset({str, int, bool, type(None)})
+JSON_SCALARS = frozenset({str, int, bool, type(None)})
 
 
 def copy_message(message: M) -> M:
@@ -221,19 +250,25 @@ def dump_address(value: Any) -> Any:
     if kind is MessageRole:
         return value._value_  # `.value` is a Python-level enum property: several times slower
     if kind is UUID:
-        return str(value)
+        return uuid_text(value)
     return value
 
 
-_set_attribute = object.__setattr__
+# BaseModel's slots, set through their descriptors (what object.__setattr__ finds, at half its cost):
+# BaseModel.__setattr__ would validate.
+_set_values = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_new_object = object.__new__
 
 
 def trusted_instance(cls: type[BaseModel], values: dict[str, Any], fields_set: set[str]) -> Any:
     """An instance of `cls` holding `values` (every field, each already valid and in final form) as
     pydantic's own construction leaves it (no extras, no private attributes)."""
-    message = cls.__new__(cls)
-    _set_attribute(message, "__dict__", values)
-    _set_attribute(message, "__pydantic_fields_set__", fields_set)
-    _set_attribute(message, "__pydantic_extra__", None)
-    _set_attribute(message, "__pydantic_private__", None)
+    message = _new_object(cls)
+    _set_values(message, values)
+    _set_fields_set(message, fields_set)
+    _set_extra(message, None)
+    _set_private(message, None)
     return message

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.content.images import image_problem, image_url
-from lionmsg.runtime.content.structure import build_structure, resolve_structure
+from lionmsg.runtime.content.structure import JsonStructure, build_structure, resolve_structure
 from lionmsg.runtime.render.minimal_yaml import minimal_yaml
 from lionmsg.runtime.wire import RecordFieldError
 
@@ -75,14 +75,17 @@ class InstructionBehaviour(MessageContent):
         return cls(**data)
 
     def _normalize(self) -> None:
-        self.prompt_context = _as_list(self.prompt_context)
-        self.tool_schemas = _flat_tool_schemas(self.tool_schemas)
-        self.images = _as_list(self.images)
-        for index, ref in enumerate(self.images):
+        # Lists, the usual values (and all a record holds), are copied without the helpers' calls.
+        context, schemas, images = self.prompt_context, self.tool_schemas, self.images
+        self.prompt_context = list(context) if type(context) is list else _as_list(context)
+        self.tool_schemas = list(schemas) if type(schemas) is list else _flat_tool_schemas(schemas)
+        self.images = images = list(images) if type(images) is list else _as_list(images)
+        for index, ref in enumerate(images):
             problem = image_problem(ref)
             if problem is not None:
                 raise RecordFieldError("images", f"InstructionContent.images[{index}]: {problem}", ref)
-        self.structure = resolve_structure(self.structure)
+        structure = self.structure
+        self.structure = JsonStructure if structure is None else resolve_structure(structure)
         self._derive()
 
     def _derive(self) -> None:
