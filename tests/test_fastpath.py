@@ -164,7 +164,7 @@ class _Text(str):
     ],
     ids=["empty", "str-subclass", "payload", "with-sender", "with-metadata", "instruction", "nothing"],
 )
-def test_anything_but_a_text_reply_alone_takes_the_general_road(arguments: dict[str, Any]) -> None:
+def test_anything_but_a_text_reply_alone_is_not_built_as_one(arguments: dict[str, Any]) -> None:
     assert factories.build_text_reply(dict(arguments)) is None
     manager = MessageManager()
     added = manager.add_message(**arguments)
@@ -176,6 +176,89 @@ def test_anything_but_a_text_reply_alone_takes_the_general_road(arguments: dict[
     )
     assert type(added) is type(expected)
     assert {**added.to_dict(), "id": None, "created_at": None} == {**expected.to_dict(), "id": None, "created_at": None}
+
+
+def without_identity(message: Message) -> dict[str, Any]:
+    return {**message.to_dict(), "id": None, "created_at": None}
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"instruction": "Summarise."},
+        {"instruction": "Summarise.", "guidance": "Briefly.", "context": [{"doc": 1}], "sender": "user"},
+        {"guidance": "Briefly.", "plain_content": "Say hi."},
+        {"instruction": "Summarise.", "recipient": "assistant", "sender": str(uuid.uuid4())},
+        {"instruction": "Summarise.", "guidance": None, "context": None, "sender": None},  # None: not given
+        {"context": ["a", {"b": [1]}]},
+        {},
+    ],
+    ids=["instruction", "usual", "texts", "routing", "nones", "context-only", "nothing"],
+)
+def test_a_new_instruction_is_what_the_general_road_builds(arguments: dict[str, Any]) -> None:
+    fast = factories.build_common(dict(arguments))
+    general = factories.build_message(
+        {k: v for k, v in arguments.items() if k not in ("sender", "recipient")},
+        arguments.get("sender"),
+        arguments.get("recipient"),
+        None,
+    )
+    assert fast is not None
+    assert type(fast) is type(general) is Instruction
+    assert without_identity(fast) == without_identity(general)
+    assert fast.model_fields_set == general.model_fields_set
+    assert fast.rendered == general.rendered
+    if arguments.get("context"):
+        assert fast.content.prompt_context is not arguments["context"]  # its own list
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"instruction": ""},  # falsy: not given
+        {"instruction": "hi", "context": []},
+        {"instruction": "hi", "context": "one item"},
+        {"instruction": "hi", "context": ({"doc": 1},)},
+        {"instruction": _Text("a str subclass")},
+        {"instruction": "hi", "images": ["https://example.com/a.png"]},
+        {"instruction": "hi", "response_format": {"answer": "str"}},
+        {"instruction": "hi", "handle_context": "replace", "context": [1]},
+        {"instruction": "hi", "metadata": {"k": 1}},
+        {"instruction": 5},  # not text: the general road's error
+        {"instruction": "hi", "assistant_response": "both"},  # two kinds: the general road's error
+    ],
+    ids=["empty", "empty-context", "text-context", "tuple-context", "str-subclass", "images", "format",
+         "handle-context", "metadata", "not-text", "two-kinds"],
+)  # fmt: skip
+def test_other_instruction_arguments_take_the_general_road(arguments: dict[str, Any]) -> None:
+    assert factories.build_new_instruction(dict(arguments)) is None
+    manager = MessageManager()
+    manager.add_message(instruction="First.")
+    before = list(manager.progression)
+    expected: Any
+    try:
+        expected = factories.build_message(
+            {k: v for k, v in arguments.items() if k != "metadata"}, None, None, arguments.get("metadata")
+        )
+    except (TypeError, ValueError) as error:
+        expected = error
+    if isinstance(expected, Exception):
+        with pytest.raises(type(expected)) as raised:
+            manager.add_message(**arguments)
+        assert str(raised.value) == str(expected)
+        assert list(manager.progression) == before  # nothing added
+    else:
+        added = manager.add_message(**arguments)
+        assert without_identity(added) == without_identity(expected)
+
+
+def test_a_new_instruction_with_a_bad_sender_adds_nothing() -> None:
+    manager = MessageManager()
+    manager.add_message(instruction="First.")
+    before = list(manager.progression)
+    with pytest.raises(ValueError, match="Invalid sender or recipient"):
+        manager.add_message(instruction="Second.", sender=3.5)
+    assert list(manager.progression) == before
 
 
 def test_a_text_reply_added_alone_is_stored_observed_and_replaced_like_any_message() -> None:

@@ -24,9 +24,17 @@ from lionmsg.generated.messages import (
     Message,
     System,
 )
-from lionmsg.runtime.fastpath import assemble
+from lionmsg.runtime.fastpath import MISSING, assemble
 
-__all__ = ["AddMessageArguments", "build_message", "build_text_reply", "create_action_response", "revise_instruction"]
+__all__ = [
+    "AddMessageArguments",
+    "build_common",
+    "build_message",
+    "build_new_instruction",
+    "build_text_reply",
+    "create_action_response",
+    "revise_instruction",
+]
 
 
 class AddMessageArguments(TypedDict, total=False):
@@ -96,6 +104,17 @@ def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metada
     return message
 
 
+def build_common(arguments: dict[str, Any]) -> Message | None:
+    """What `build_message` makes of the most common calls, built without resolving the kind, routing
+    or filtering arguments: a reply's text alone, a revision of a stored instruction's text, a new
+    instruction from text and a context list. None for any other arguments (the general road's)."""
+    if len(arguments) == 1 and "assistant_response" in arguments:
+        return build_text_reply(arguments)
+    if type(arguments.get("instruction")) is Instruction:
+        return revise_instruction(arguments)
+    return build_new_instruction(arguments)
+
+
 def build_text_reply(arguments: dict[str, Any]) -> Message | None:
     """What `build_message` makes of `assistant_response=<non-empty text>` given alone (the usual way a
     model's reply is recorded), without resolving the kind or routing; None for any other arguments."""
@@ -125,6 +144,38 @@ def revise_instruction(arguments: dict[str, Any]) -> Message | None:
             changes[name] = value
     message.update(**changes)
     return message
+
+
+_TEXT_FIELDS = ("instruction", "guidance", "plain_content")
+_NEW_INSTRUCTION_ARGUMENTS = frozenset({*_TEXT_FIELDS, "context", "sender", "recipient"})
+
+
+def build_new_instruction(arguments: dict[str, Any]) -> Message | None:
+    """What `build_message` makes of a new instruction from non-empty text (`instruction`, `guidance`,
+    `plain_content`), a non-empty `context` list, `sender` and `recipient` (how a turn is usually
+    added); None for any other arguments, falsy ones included (they mean "not given" there)."""
+    if not arguments.keys() <= _NEW_INSTRUCTION_ARGUMENTS:
+        return None
+    get = arguments.get
+    fields: dict[str, Any] = {}
+    for name in _TEXT_FIELDS:
+        value = get(name)
+        if value is not None:
+            if type(value) is not str or not value:
+                return None
+            fields[name] = value
+    context = get("context")
+    if context is not None:
+        if type(context) is not list or not context:
+            return None
+        fields["prompt_context"] = context  # copied by the content's normalisation
+    sender, recipient = get("sender", MISSING), get("recipient", MISSING)
+    return assemble(  # type: ignore[no-any-return]
+        Instruction,
+        InstructionContent(**fields),
+        MISSING if sender is None else sender,
+        MISSING if recipient is None else recipient,
+    )
 
 
 def create_action_response(

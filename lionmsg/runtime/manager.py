@@ -18,13 +18,7 @@ from lionmsg.generated.messages import (
     System,
 )
 from lionmsg.runtime.callbacks import MessageCallback, run_async_callbacks, run_sync_callbacks, sync_preflight
-from lionmsg.runtime.factories import (
-    AddMessageArguments,
-    build_message,
-    build_text_reply,
-    create_action_response,
-    revise_instruction,
-)
+from lionmsg.runtime.factories import AddMessageArguments, build_common, build_message, create_action_response
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression
 from lionmsg.runtime.wire import loads_json
@@ -157,9 +151,7 @@ class MessageManager:
         return message
 
     def _commit(self, arguments: dict[str, Any]) -> Message:
-        # The two most common calls need no kind resolved: a reply's text alone, and a revision of a
-        # stored instruction's text.
-        direct = build_text_reply(arguments) if len(arguments) == 1 else revise_instruction(arguments)
+        direct = build_common(arguments)  # the usual calls: no kind to resolve
         if direct is not None:
             self.messages.update(direct)  # a revised instruction keeps its index
             return direct
