@@ -225,12 +225,13 @@ JSON_SCALARS = frozenset({str, int, bool, type(None)})
 def copy_message(message: M) -> M:
     """A deep copy of a message with the same id: `model_copy(deep=True)` at a fraction of its cost (the
     envelope's immutable values are shared; content, metadata and embedding are copied)."""
-    values = dict(message.__dict__)
+    values = message.__dict__.copy()
     values["content"] = _deep_copy(values["content"])
-    values["metadata"] = _deep_copy(values["metadata"])
+    metadata = values["metadata"]
+    values["metadata"] = _deep_copy(metadata) if metadata else {}  # usually empty: nothing to walk
     if values["embedding"] is not None:
         values["embedding"] = list(values["embedding"])
-    copied: M = trusted_instance(type(message), values, set(message.__pydantic_fields_set__))
+    copied: M = trusted_instance(type(message), values, message.__pydantic_fields_set__.copy())
     return copied
 
 
