@@ -10,6 +10,8 @@ from typing import Any
 
 import pydantic
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lionmsg import (
     ActionRequest,
@@ -477,3 +479,60 @@ def test_a_content_subclass_takes_the_full_road() -> None:
     updated = tagged.updated(guidance="g")
     assert type(updated) is Tagged
     assert (updated.tag, updated.instruction, updated.guidance) == ("t", "a", "g")
+
+
+_STORED = object()  # stands for a stored Instruction (a fresh one, and its twin, per example)
+_ARGUMENT_VALUES = st.sampled_from(
+    [None, "", "text", "user", "assistant", _Text("sub"), [], [1, {"a": [2]}], ("t",), 5, {"k": 1}, _STORED]
+)
+_ARGUMENT_NAMES = st.sampled_from(
+    ["instruction", "guidance", "plain_content", "context", "sender", "recipient", "assistant_response",
+     "metadata", "handle_context"]
+)  # fmt: skip
+
+
+def _outcome(build: Any) -> tuple[Any, ...]:
+    try:
+        message = build()
+    except (TypeError, ValueError) as error:
+        return ("error", type(error), str(error))
+    if message is None:
+        return ("declined",)
+    return ("message", type(message), without_identity(message), message.model_fields_set)
+
+
+# Mostly the shapes the direct roads take, with a value that turns one away now and then.
+_COMMON_CALLS = st.one_of(
+    st.dictionaries(_ARGUMENT_NAMES, _ARGUMENT_VALUES, max_size=4),
+    st.fixed_dictionaries(
+        {"instruction": st.sampled_from(["text", _STORED])},
+        optional={
+            "guidance": st.sampled_from(["g", "", None, 5]),
+            "plain_content": st.sampled_from(["p", None]),
+            "context": st.sampled_from([[1], [{"a": 1}], [], None, "c"]),
+            "sender": st.sampled_from(["user", str(uuid.uuid4()), None, 3.5]),
+            "recipient": st.sampled_from(["assistant", None]),
+        },
+    ),
+    st.fixed_dictionaries({"assistant_response": st.sampled_from(["Done.", "", _Text("x"), _STORED])}),
+)
+
+
+@given(_COMMON_CALLS)
+def test_every_direct_road_builds_what_the_general_road_builds(drawn: dict[str, Any]) -> None:
+    stored = Instruction(content={"instruction": "Stored.", "guidance": "Old."}, sender="user")
+    twin = fastpath.copy_message(stored)  # the same id, for the general road to update
+    mine = {k: (stored if v is _STORED else v) for k, v in drawn.items()}
+    theirs = {k: (twin if v is _STORED else v) for k, v in drawn.items()}
+    direct = _outcome(lambda: factories.build_common(dict(mine)))
+    if direct == ("declined",):
+        return  # not a common call: the manager takes the general road itself
+    general = _outcome(
+        lambda: factories.build_message(
+            {k: v for k, v in theirs.items() if k not in ("sender", "recipient", "metadata")},
+            theirs.get("sender"),
+            theirs.get("recipient"),
+            theirs.get("metadata"),
+        )
+    )
+    assert direct == general
