@@ -79,7 +79,7 @@ def test_records_off_the_fast_road_load_the_same(change: dict[str, Any]) -> None
 
 def json_record_cases() -> list[Any]:
     class Answer(dict[str, Any]):
-        pass
+        """A dict subclass: not plain JSON data, so the one-pass record declines it as json_copy does."""
 
     contents = [m.content for m in everything() if isinstance(m.content, MessageContent)]
     ident = uuid.uuid4()
