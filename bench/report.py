@@ -157,6 +157,17 @@ def _more(settings: dict[str, Any]) -> str:
     return f", more for short ones: until {min_time:g} s of repetitions or {max_reps} of them"
 
 
+def _rounds(settings: dict[str, Any]) -> str:
+    """How the systems took turns (older result files ran each system's cell in one go)."""
+    rounds = settings.get("rounds", 1)
+    if rounds <= 1:
+        return ""
+    return (
+        f", pooled from {rounds} rounds in which the systems take turns (each round 1/{rounds} of the "
+        "repetitions, rounded up, and the minimum time again), so slow spells of the shared host fall on all of them"
+    )
+
+
 def _header(document: dict[str, Any], run: _Run) -> list[str]:
     settings, machine = document["settings"], document["machine"]
     versions: dict[str, str] = {}
@@ -173,8 +184,9 @@ def _header(document: dict[str, Any], run: _Run) -> list[str]:
         "",
         f"{machine['cpu']}, {machine['cores']} cores; Python {', '.join(sorted(pythons))}; {described}.",
         f"Median of {settings['reps']} repetitions ({settings['reps_largest']} at N={run.sizes[-1]:,})"
-        f"{_more(settings)}, "
-        f"one fresh process per workload, system and N (a first repetition under 5 s is discarded as a warm-up); "
+        f"{_more(settings)}{_rounds(settings)}, "
+        f"one fresh process per workload, system and N{' and round' if settings.get('rounds', 1) > 1 else ''} "
+        "(a first repetition under 5 s is discarded as a warm-up); "
         f"total wall time {document['wall_s'] / 60:.1f} min.",
     ]
     if document["smoke"]:

@@ -4,7 +4,11 @@ For every (workload, system, N) it starts a fresh worker process under that syst
 (lionmsg and the floor under this one, LionAGI under `--lionagi-python`), collects the JSON it writes,
 then writes `latest.json`, `latest.md` (also printed) and `cost_vs_n.png` (drawn by `bench.plot` under
 `--plot-python`, the environment that has matplotlib). Sizes run in ascending order, every system at
-one size before the next size; a system's size whose projected cost (from its smaller sizes) exceeds
+one size before the next size. At each size the systems take turns in `--rounds` rounds (a fresh
+worker each, its share of the repetitions, the order rotated every round) whose samples are pooled, so
+a slow spell of the shared host falls on every system alike instead of on whichever ran during it
+(identical repetitions here drift by 2x between spells lasting seconds to minutes). A system's size
+whose projected cost (from its smaller sizes) exceeds
 `--max-rep` seconds is skipped, and a worker that outlives `--timeout` is killed: both show as "—" with
 a footnote, so a slow system never hangs the run.
 Exits non-zero when a workload fails (or, with `--smoke`, when anything is not measured).
@@ -18,6 +22,7 @@ import math
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,22 +47,35 @@ class Settings:
     reps_largest: int
     min_time_s: float
     max_reps: int
+    rounds: int
     budget_s: float
     max_rep_s: float
     timeout_s: float
     pythons: dict[str, str]
 
 
+@dataclass(frozen=True)
+class _Share:
+    """One round's part of a cell: its repetitions and time budget. Short repetitions are still
+    extended per worker to `--min-time` (each fresh process starts cold: see bench/README.md)."""
+
+    reps: int
+    budget_s: float
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help=f"N={spec.SMOKE_SIZE}, one repetition, into results/smoke")
     parser.add_argument("--sizes", type=int, nargs="+", help=f"default {' '.join(map(str, spec.SIZES))}")
-    parser.add_argument("--reps", type=int, default=5, help="repetitions per process (default 5)")
+    parser.add_argument("--reps", type=int, default=5, help="repetitions per system and size, over the rounds (5)")
     parser.add_argument("--reps-largest", type=int, default=3, help="repetitions at the largest size (default 3)")
     parser.add_argument(
         "--min-time", type=float, default=1.0, help="short repetitions go on until this many s were kept (default 1)"
     )
     parser.add_argument("--max-reps", type=int, default=50, help="the most repetitions --min-time adds up to (50)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="interleaved rounds per size, repetitions shared among them (3)"
+    )
     parser.add_argument("--systems", nargs="+", choices=spec.SYSTEMS, default=list(spec.SYSTEMS))
     parser.add_argument("--workloads", nargs="+", choices=[w.name for w in spec.WORKLOADS])
     parser.add_argument(
@@ -88,14 +106,20 @@ def _project(done: list[dict[str, Any]], n: int) -> float | None:
     return float(c1 * (n / n1) ** exponent)
 
 
-def _run_worker(system: str, workload: str, n: int, reps: int, adaptive: bool, settings: Settings) -> dict[str, Any]:
+def _run_worker(
+    system: str, workload: str, n: int, reps: int, share: _Share | None, settings: Settings
+) -> dict[str, Any]:
+    """One worker process; `share` None: a fixed count of repetitions (memory: deterministic, one)."""
     record: dict[str, Any] = {"workload": workload, "system": system, "n": n, "status": "ok", "reason": ""}
     with tempfile.TemporaryDirectory(prefix="lionmsg-bench-") as tmp:
         out = Path(tmp) / "result.json"
         command = [settings.pythons[system], "-m", "bench.worker", system, workload, str(n)]
-        command += ["--reps", str(reps), "--budget", str(settings.budget_s), "--out", str(out)]
-        if adaptive:  # not for workloads with a fixed count (memory is deterministic: one measurement)
-            command += ["--min-time", str(settings.min_time_s), "--max-reps", str(settings.max_reps)]
+        command += ["--reps", str(reps), "--out", str(out)]
+        if share is None:
+            command += ["--budget", str(settings.budget_s)]
+        else:
+            command += ["--budget", str(share.budget_s), "--min-time", str(settings.min_time_s)]
+            command += ["--max-reps", str(settings.max_reps)]
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         started = time.perf_counter()
         try:
@@ -117,22 +141,60 @@ def _run_worker(system: str, workload: str, n: int, reps: int, adaptive: bool, s
 
 
 def _workload_runs(workload: spec.Workload, systems: list[str], settings: Settings) -> list[dict[str, Any]]:
-    """Every system at one N, then every system at the next: the workers whose times a ratio divides
-    run minutes apart at most, so a drift of the shared host between them stays small."""
+    """Every system at one N, in interleaved rounds, then every system at the next N: the workers whose
+    times a ratio divides run side by side, so a drift of the shared host between them stays small."""
     sizes = settings.sizes[-1:] if workload.largest_only else settings.sizes
+    rounds = 1 if workload.reps is not None else settings.rounds  # a fixed count (memory) is deterministic
     done: dict[str, list[dict[str, Any]]] = {system: [] for system in systems}
     for n in sizes:
+        turns: dict[str, list[dict[str, Any]]] = {system: [] for system in systems}
+        for round_index in range(rounds):
+            for system in systems[round_index % len(systems) :] + systems[: round_index % len(systems)]:
+                if turns[system] and turns[system][-1]["status"] != "ok":
+                    continue  # skipped or failed: the other rounds would only repeat it
+                record = _next_size(workload, system, n, done[system], rounds, settings)
+                _log(record)
+                turns[system].append(record)
         for system in systems:
-            record = _next_size(workload, system, n, done[system], settings)
-            _log(record)
-            done[system].append(record)
+            done[system].append(merge_rounds(turns[system]))
     return [record for records in done.values() for record in records]
 
 
+def merge_rounds(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One system's workers at one N as one record: samples pooled, medians over the pool. A round
+    that did not measure (skipped, failed) stands for the whole."""
+    failed = next((record for record in records if record["status"] != "ok"), None)
+    if failed is not None or len(records) == 1:
+        return failed or records[0]
+    results = [record["result"] for record in records]
+    metrics: dict[str, Any] = {}
+    for name, first in results[0]["metrics"].items():
+        samples = [value for result in results for value in result["metrics"][name]["samples"]]
+        median = statistics.median(samples)
+        entry: dict[str, Any] = {"unit": first["unit"], "ops": first["ops"], "samples": samples, "median": median}
+        if first["unit"] == "s":
+            entry["per_op_s"] = median / first["ops"]
+            entry["ops_per_s"] = first["ops"] / median if median > 0 else None
+        metrics[name] = entry
+    merged = {
+        **results[0],
+        "rounds": len(results),
+        "reps_requested": sum(result["reps_requested"] for result in results),
+        "reps": sum(result["reps"] for result in results),
+        "warmup_discarded": any(result["warmup_discarded"] for result in results),
+        "setup_s": statistics.median(result["setup_s"] for result in results),
+        "rep_wall_s": [wall for result in results for wall in result["rep_wall_s"]],
+        "loadavg": max((result["loadavg"] for result in results), key=lambda load: load[0]),
+        "metrics": metrics,
+    }
+    return {**records[0], "result": merged, "wall_s": sum(record["wall_s"] for record in records)}
+
+
 def _next_size(
-    workload: spec.Workload, system: str, n: int, done: list[dict[str, Any]], settings: Settings
+    workload: spec.Workload, system: str, n: int, done: list[dict[str, Any]], rounds: int, settings: Settings
 ) -> dict[str, Any]:
-    """One system's run at n, or why it is skipped (`done`: its runs at the smaller sizes)."""
+    """One system's worker at n for one of `rounds` rounds, or why it is skipped (`done`: its runs at
+    the smaller sizes)."""
     projected = _project(done, n)
     if projected is not None and projected > settings.max_rep_s:
         reason = f"projected {projected:.0f} s per repetition > {settings.max_rep_s:.0f} s limit"
@@ -140,8 +202,11 @@ def _next_size(
     if done and done[-1]["status"] != "ok":
         reason = f"not run: N={done[-1]['n']:,} was {done[-1]['status']}"
         return {"workload": workload.name, "system": system, "n": n, "status": "skipped", "reason": reason}
+    if workload.reps is not None:
+        return _run_worker(system, workload.name, n, workload.reps, None, settings)
     reps = settings.reps_largest if n == max(settings.sizes) and len(settings.sizes) > 1 else settings.reps
-    return _run_worker(system, workload.name, n, workload.reps or reps, workload.reps is None, settings)
+    share = _Share(reps=math.ceil(reps / rounds), budget_s=settings.budget_s / rounds)
+    return _run_worker(system, workload.name, n, share.reps, share, settings)
 
 
 def _log(record: dict[str, Any]) -> None:
@@ -206,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         reps_largest=1 if args.smoke else args.reps_largest,
         min_time_s=0.0 if args.smoke else args.min_time,
         max_reps=1 if args.smoke else args.max_reps,
+        rounds=1 if args.smoke else max(1, args.rounds),
         budget_s=args.budget,
         max_rep_s=args.max_rep,
         timeout_s=min(args.timeout, 120.0) if args.smoke else args.timeout,
@@ -231,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
             "reps_largest": settings.reps_largest,
             "min_time_s": settings.min_time_s,
             "max_reps": settings.max_reps,
+            "rounds": settings.rounds,
             "budget_s": settings.budget_s,
             "max_rep_s": settings.max_rep_s,
             "timeout_s": settings.timeout_s,
