@@ -22,7 +22,7 @@ from lionmsg import (
     MessageRole,
     System,
 )
-from lionmsg.generated.content import InstructionContent
+from lionmsg.generated.content import AssistantResponseContent, InstructionContent
 from lionmsg.runtime import factories, fastpath
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.wire import RecordFieldError
@@ -300,6 +300,8 @@ def test_a_revision_of_a_stored_instruction_is_what_the_general_road_makes(chang
     if changes:
         assert fast.content is not before  # replaced, not changed in place: the old content is as it was
         assert before == stored_instruction().content
+    else:
+        assert fast.content is before  # nothing to revise: the content is left as it is
 
 
 @pytest.mark.parametrize(
@@ -479,6 +481,35 @@ def test_a_content_subclass_takes_the_full_road() -> None:
     updated = tagged.updated(guidance="g")
     assert type(updated) is Tagged
     assert (updated.tag, updated.instruction, updated.guidance) == ("t", "a", "g")
+
+
+def test_a_new_content_from_plain_fields_equals_the_constructed_one() -> None:
+    for content_class in (InstructionContent, AssistantResponseContent):
+        values = {name: f"{name} text" for name in content_class._PLAIN_FIELDS}
+        made = content_class._new_with_plain(values)
+        assert type(made) is content_class
+        assert made == content_class(**values)
+    first = InstructionContent._new_with_plain({"instruction": "a"})
+    assert first is not None
+    first.prompt_context.append("changed in place")  # the shared default instance is never handed out
+    second = InstructionContent._new_with_plain({"instruction": "a"})
+    assert second == InstructionContent(instruction="a")
+    with pytest.raises(RecordFieldError, match=r"InstructionContent\.guidance must be a string or null"):
+        InstructionContent._new_with_plain({"guidance": 5})
+
+
+def test_revising_an_instruction_whose_content_is_a_subclass_rebuilds_it_as_that_subclass() -> None:
+    @dataclasses.dataclass(slots=True)
+    class Tagged(InstructionContent):
+        tag: str = "t"
+
+    message = Instruction(content=Tagged(instruction="a", tag="kept"), sender="user")
+    manager = MessageManager(messages=[message])
+    revised = manager.add_message(instruction=message, guidance="g")
+    assert revised is message
+    assert type(message.content) is Tagged
+    assert (message.content.tag, message.content.instruction, message.content.guidance) == ("kept", "a", "g")
+    assert list(manager.messages) == [message]
 
 
 _STORED = object()  # stands for a stored Instruction (a fresh one, and its twin, per example)

@@ -123,6 +123,11 @@ class MessageBehaviour(Node, Sendable):
             values["content"] = new_content
             fields_set.add("content")
 
+    def _put_content(self, content: MessageContent) -> None:
+        """Store an already valid content of this kind without validation (what `update` does last)."""
+        self.__dict__["content"] = content
+        self.__pydantic_fields_set__.add("content")
+
     def clone(self) -> Self:
         """The same class and content under a new identity; `metadata["clone_from"]` names the source."""
         content = self.content.copy() if isinstance(self.content, MessageContent) else copy.deepcopy(self.content)

@@ -142,7 +142,14 @@ def revise_instruction(arguments: dict[str, Any]) -> Message | None:
             if name not in _REVISION_ARGUMENTS or type(value) is not str or not value:
                 return None
             changes[name] = value
-    message.update(**changes)
+    if not changes:
+        return message  # nothing to revise: update() would leave it as it is
+    # What update(**changes) does for them, without its keyword and routing handling.
+    revised = message.content._with_plain_changes(changes)
+    if revised is None:  # a content subclass: the general rebuild
+        message.update(**changes)
+    else:
+        message._put_content(revised)
     return message
 
 
@@ -157,24 +164,23 @@ def build_new_instruction(arguments: dict[str, Any]) -> Message | None:
     if not arguments.keys() <= _NEW_INSTRUCTION_ARGUMENTS:
         return None
     get = arguments.get
-    fields: dict[str, Any] = {}
+    texts: dict[str, Any] = {}
     for name in _TEXT_FIELDS:
         value = get(name)
         if value is not None:
             if type(value) is not str or not value:
                 return None
-            fields[name] = value
+            texts[name] = value
     context = get("context")
+    if context is not None and (type(context) is not list or not context):
+        return None
+    content = InstructionContent._new_with_plain(texts)
+    assert content is not None  # the exact class: it never declines
     if context is not None:
-        if type(context) is not list or not context:
-            return None
-        fields["prompt_context"] = context  # copied by the content's normalisation
+        content.prompt_context = list(context)  # what normalising a list makes of it: its copy
     sender, recipient = get("sender", MISSING), get("recipient", MISSING)
     return assemble(  # type: ignore[no-any-return]
-        Instruction,
-        InstructionContent(**fields),
-        MISSING if sender is None else sender,
-        MISSING if recipient is None else recipient,
+        Instruction, content, MISSING if sender is None else sender, MISSING if recipient is None else recipient
     )
 
 

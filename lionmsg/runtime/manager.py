@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Literal, cast
+from typing import Any, Literal, NoReturn, cast
 
 from typing_extensions import Unpack  # at run time too: typing.get_type_hints(add_message) needs it
 
@@ -131,20 +131,23 @@ class MessageManager:
 
         The keyword arguments are those of `AddMessageArguments` (LionAGI's names); None means "not
         given" for every one of them."""
-        _check_arguments("add_message", arguments)
-        # A snapshot (also when empty): observers added meanwhile, even by an observer, wait for the next message.
-        callbacks: Sequence[MessageCallback] = tuple(self.on_message_added)
-        if callbacks:
-            sync_preflight(callbacks)
-        message = self._commit(cast(dict[str, Any], arguments))  # a fresh dict per call: ours to consume
-        if callbacks:
-            run_sync_callbacks(callbacks, message)
+        if not arguments.keys() <= _ADD_ARGUMENTS:
+            _reject_arguments("add_message", arguments)
+        observers = self.on_message_added
+        if not observers:  # observers added meanwhile (by anyone) wait for the next message
+            return self._commit(arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
+        # A snapshot: observers added meanwhile, even by an observer, wait for the next message.
+        callbacks: Sequence[MessageCallback] = tuple(observers)
+        sync_preflight(callbacks)
+        message = self._commit(arguments)  # type: ignore[arg-type]
+        run_sync_callbacks(callbacks, message)
         return message
 
     async def a_add_message(self, **arguments: Unpack[AddMessageArguments]) -> Message:
         """`add_message` for async code: builds and commits under the pile's lock, releases it, then
         calls (and awaits) a snapshot of the observers taken after the commit."""
-        _check_arguments("a_add_message", arguments)
+        if not arguments.keys() <= _ADD_ARGUMENTS:
+            _reject_arguments("a_add_message", arguments)
         async with self.messages:
             message = self._commit(cast(dict[str, Any], arguments))  # a fresh dict per call: ours to consume
         await run_async_callbacks(list(self.on_message_added), message)
@@ -299,8 +302,7 @@ for _method in (MessageManager.add_message, MessageManager.a_add_message):
     cast(Any, _method).__signature__ = _keyword_signature(_method)
 
 
-def _check_arguments(method: str, arguments: Mapping[str, Any]) -> None:
+def _reject_arguments(method: str, arguments: Mapping[str, Any]) -> NoReturn:
     # What Python says for a keyword the signature lacks (the first one, in the order given).
-    if not arguments.keys() <= _ADD_ARGUMENTS:
-        unknown = next(name for name in arguments if name not in _ADD_ARGUMENTS)
-        raise TypeError(f"MessageManager.{method}() got an unexpected keyword argument {unknown!r}")
+    unknown = next(name for name in arguments if name not in _ADD_ARGUMENTS)
+    raise TypeError(f"MessageManager.{method}() got an unexpected keyword argument {unknown!r}")

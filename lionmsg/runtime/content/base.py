@@ -90,6 +90,16 @@ class MessageContent:
         self._check_input_names(changes)
         return self._from_input({**self.field_values(), **changes})  # a fresh dict: from_dict's copy is not needed
 
+    @classmethod
+    def _new_with_plain(cls, values: Mapping[str, Any]) -> Self | None:
+        """`cls(**values)` for `values` naming only `_PLAIN_FIELDS`: the class's default instance
+        copied with them changed (`_with_plain_changes`: its other fields are the normalised defaults,
+        derived state is rebuilt, the given fields checked). None where that declines (a subclass)."""
+        blank = _BLANKS.get(cls)
+        if blank is None:
+            blank = _BLANKS[cls] = cls()  # never handed out: copies take its fields
+        return blank._with_plain_changes(values)
+
     def copy(self) -> Self:
         """A deep copy (classes referenced by a field, such as a response model, are shared)."""
         return copy.deepcopy(self)
@@ -98,6 +108,7 @@ class MessageContent:
 # Per content class, computed once: `dataclasses.fields` rebuilds its answer on every call.
 _INPUT_NAMES: dict[type[MessageContent], frozenset[str]] = {}
 _PUBLIC_FIELDS: dict[type[MessageContent], tuple[str, ...]] = {}
+_BLANKS: dict[type[MessageContent], Any] = {}
 
 
 def _public_fields(cls: type[MessageContent]) -> tuple[str, ...]:
