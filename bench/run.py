@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report, spec
+from bench.worker import metric_entry
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -170,12 +171,7 @@ def merge_rounds(records: list[dict[str, Any]]) -> dict[str, Any]:
     metrics: dict[str, Any] = {}
     for name, first in results[0]["metrics"].items():
         samples = [value for result in results for value in result["metrics"][name]["samples"]]
-        median = statistics.median(samples)
-        entry: dict[str, Any] = {"unit": first["unit"], "ops": first["ops"], "samples": samples, "median": median}
-        if first["unit"] == "s":
-            entry["per_op_s"] = median / first["ops"]
-            entry["ops_per_s"] = first["ops"] / median if median > 0 else None
-        metrics[name] = entry
+        metrics[name] = metric_entry(first["unit"], first["ops"], samples)
     merged = {
         **results[0],
         "rounds": len(results),

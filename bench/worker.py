@@ -26,6 +26,16 @@ from bench import spec
 from bench.harness import WorkloadFn, repeat
 
 
+def metric_entry(unit: str, ops: int, samples: list[float]) -> dict[str, Any]:
+    """One metric's samples with their median and, for times, the per-operation figures."""
+    median = statistics.median(samples)
+    entry: dict[str, Any] = {"unit": unit, "ops": ops, "samples": samples, "median": median}
+    if unit == "s":
+        entry["per_op_s"] = median / ops
+        entry["ops_per_s"] = ops / median if median > 0 else None
+    return entry
+
+
 def measure(
     system: str, workload: str, n: int, reps: int, budget_s: float, min_time_s: float = 0.0, max_reps: int | None = None
 ) -> dict[str, Any]:
@@ -43,13 +53,7 @@ def measure(
     metrics = {}
     for name, values in samples.items():
         metric = spec.METRICS_BY_NAME[name]
-        median = statistics.median(values)
-        ops = metric.ops(n)
-        entry: dict[str, Any] = {"unit": metric.unit, "ops": ops, "samples": values, "median": median}
-        if metric.unit == "s":
-            entry["per_op_s"] = median / ops
-            entry["ops_per_s"] = ops / median if median > 0 else None
-        metrics[name] = entry
+        metrics[name] = metric_entry(metric.unit, metric.ops(n), values)
     return {
         "system": system,
         "workload": workload,
