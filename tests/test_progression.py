@@ -15,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from pydantic import ValidationError
 
 from lionmsg import Element, Instruction, Node, Progression
+from lionmsg.runtime.progression import OrderedIds
 
 
 def uid(n: int) -> UUID:
@@ -69,6 +70,20 @@ def test_empty_builds_what_the_constructor_builds(name: str | None) -> None:
     assert Progression.from_dict(fast.to_dict()) == fast
     fast.append(uid(1))
     assert_matches(fast, ids(1))
+
+
+def test_one_id_storage_reads_and_changes_as_the_constructor_built_one() -> None:
+    fast, built = OrderedIds.of_one(uid(1)), OrderedIds([uid(1)])
+    for ids_ in (fast, built):
+        assert list(ids_) == ids(1)
+        assert ids_.index(uid(1)) == 0
+        ids_.append(uid(2))
+        ids_.insert(0, uid(0))
+        assert list(ids_) == ids(0, 1, 2)
+        assert ids_.exclude([uid(0), uid(1)]) is True
+        assert list(ids_) == ids(2)
+        with pytest.raises(ValueError, match="already in the progression"):
+            ids_.append(uid(2))
 
 
 @pytest.mark.parametrize("kind", ["uuids", "strings", "elements", "mixed", "tuple", "generator"])
@@ -646,6 +661,16 @@ class ProgressionMachine(RuleBasedStateMachine):
         chosen = data.draw(st.lists(st.sampled_from(self.model), min_size=1, max_size=3, unique=True))
         extra = [self.fresh()]  # absent ids are skipped
         assert self.p.exclude(chosen + extra) is True
+        for ident in chosen:
+            self.drop(ident)
+
+    @rule(data=st.data(), absent=st.booleans())
+    @precondition(lambda self: self.model)
+    def exclude_front(self, data: st.DataObject, absent: bool) -> None:
+        # A mailbox's removal: the oldest ids, in order (all of them at times), maybe with an absent one.
+        count = data.draw(st.integers(1, len(self.model)), label="count")
+        chosen = self.model[:count]
+        assert self.p.exclude(chosen + ([self.fresh()] if absent else [])) is True
         for ident in chosen:
             self.drop(ident)
 

@@ -99,8 +99,11 @@ class Flow(Element):
 
     def take_outbox(self) -> list[Message]:
         """Remove and return the queued messages, oldest first (ids whose message is gone are skipped)."""
-        ids = list(self.outbox)
-        self.outbox.clear()
+        outbox = self._progressions[OUTBOX]._ids
+        if not outbox:
+            return []
+        ids = list(outbox)
+        outbox.clear()
         return self._items.take(ids)
 
     def deliver(self, message: Message, sender: Any) -> None:
@@ -109,9 +112,10 @@ class Flow(Element):
         self._items.include(message)
         inbox = self._inbox_ids.get(name)
         if inbox is None:
-            inbox = self._inbox_ids[name] = OrderedIds()
+            self._inbox_ids[name] = OrderedIds.of_one(message.id)
             self._unwrapped[name] = time.time()
-        inbox.append(message.id)
+        else:
+            inbox.append(message.id)
 
     def inbox(self, sender: Any) -> list[Message]:
         inbox = self._inbox_ids.get(inbox_name(sender))

@@ -156,10 +156,14 @@ class Pile(Element, Generic[T]):
         """Append the items not present yet; True when any was added."""
         if self._admitted.get(type(items)):  # the common case, kept cheap: an element of an admitted class
             ident = items.id
-            if ident.int in self._items:
+            key = ident.int
+            if key in self._items:
                 return False
-            self._progression._ids.append(ident)  # straight to the storage: one call, not two
-            self._items[ident.int] = items
+            # Straight into the order's storage, no call: an id the pile lacks is not in its order either.
+            order = self._progression._ids
+            order._slot_of[key] = len(order._slots)
+            order._slots.append(ident)
+            self._items[key] = items
             return True
         new = self._as_items(items)
         self._check(new)
@@ -211,10 +215,16 @@ class Pile(Element, Generic[T]):
 
     def take(self, refs: Any) -> list[T]:
         """Remove the items (or ids) present and return them in the order given; absent ones are skipped."""
-        items = self._items
-        taken = [item for item in (items.pop(ident.int, None) for ident in self._as_ids(refs)) if item is not None]
-        if taken:
-            self._progression.exclude([item.id for item in taken])
+        pop = self._items.pop
+        taken: list[T] = []
+        removed: list[UUID] = []
+        for ident in self._as_ids(refs):
+            item = pop(ident.int, None)
+            if item is not None:
+                taken.append(item)
+                removed.append(ident)
+        if removed:
+            self._progression._ids.exclude(removed)
         return taken
 
     def pop(self, ref: Any, default: Any = _MISSING) -> T | Any:
@@ -294,6 +304,8 @@ class Pile(Element, Generic[T]):
         return list(items)
 
     def _as_ids(self, refs: Any) -> list[UUID]:
+        if type(refs) is list:  # checked first: isinstance(refs, Element) is an ABC check, slow for a list
+            return [ref if type(ref) is UUID else to_uuid(ref) for ref in refs]
         if isinstance(refs, (Element, UUID, str)):
             return [to_uuid(refs)]
         return [ref if type(ref) is UUID else to_uuid(ref) for ref in refs]  # a UUID needs no call

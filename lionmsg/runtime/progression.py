@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["OrderedIds", "Progression", "to_uuid"]
 
 _EMPTY: Any = None  # a gap left by a removal
+_new_object = object.__new__
 
 
 def to_uuid(ref: Any) -> UUID:
@@ -47,6 +48,8 @@ def to_uuid(ref: Any) -> UUID:
 
 def _refs(refs: Any) -> list[UUID]:
     """One reference, or an iterable of them, as UUIDs (a string or an element counts as one)."""
+    if type(refs) is list:  # the usual argument: no hasattr(refs, "id"), whose miss raises internally
+        return [ref if type(ref) is UUID else to_uuid(ref) for ref in refs]
     if isinstance(refs, (str, UUID)) or hasattr(refs, "id"):
         return [to_uuid(refs)]
     if isinstance(refs, Iterable):
@@ -72,6 +75,17 @@ class OrderedIds:
                 raise ValueError("a progression holds each id once: the order has duplicates")
         self._head = 0  # first used slot; slots before it are head room
         self._gaps: list[int] = []  # sorted slots emptied by removals
+
+    @classmethod
+    def of_one(cls, ident: UUID) -> OrderedIds:
+        """`OrderedIds([ident])` without the general constructor's work: an Exchange opens an inbox per
+        sender and recipient pair with the delivery that needs it, so this is most deliveries at small N."""
+        ids = _new_object(cls)
+        ids._slots = [ident]
+        ids._slot_of = {ident.int: 0}
+        ids._head = 0
+        ids._gaps = []
+        return ids
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -170,10 +184,18 @@ class OrderedIds:
         """Remove the ids present; True when any was removed."""
         removed = False
         for ident in _refs(refs):
+            # Not hoisted out of the loop: _empty() may compact (new slot numbers) or clear the storage.
             slot = self._slot_of.pop(ident.int, None)
-            if slot is not None:
+            if slot is None:
+                continue
+            removed = True
+            if slot == self._head and not self._gaps:  # the oldest id (a mailbox's usual removal): no call
+                self._slots[slot] = _EMPTY
+                self._head = slot + 1
+            else:
                 self._empty(slot)
-                removed = True
+        if removed and not self._slot_of:
+            self.clear()
         return removed
 
     def remove(self, ref: Any) -> None:
