@@ -200,11 +200,21 @@ class Exchange(Element):
         if not routed:
             return 0
         await asyncio.sleep(0)  # one yield per collect, not per delivery: that cost dominated collection
+        flows = self._flows  # read after the yield: owners may have come and gone
         delivered = 0
         for routes in routed:
             reached = False
             for target, message in routes:
-                reached = self._deliver(target, message, owner) or reached
+                flow = flows.get(target.int)
+                if flow is None:
+                    self._drop(message, target, DROP_UNREGISTERED)
+                    continue
+                try:
+                    flow.deliver(message, owner)
+                except Exception as error:  # best-effort fan-out: the failure goes to the drop record
+                    self._drop(message, target, DROP_DELIVERY_ERROR, f"{type(error).__name__}: {error}")
+                    continue
+                reached = True
             delivered += reached  # outbox ids are distinct: each message counts at most once
         return delivered
 
@@ -232,18 +242,6 @@ class Exchange(Element):
         else:
             self._drop(message, recipient, DROP_NOT_AN_OWNER)
         return []
-
-    def _deliver(self, target: UUID, message: Message, sender: UUID) -> bool:
-        flow = self._flows.get(target.int)
-        if flow is None:
-            self._drop(message, target, DROP_UNREGISTERED)
-            return False
-        try:
-            flow.deliver(message, sender)
-        except Exception as error:  # best-effort fan-out: the failure goes to the drop record
-            self._drop(message, target, DROP_DELIVERY_ERROR, f"{type(error).__name__}: {error}")
-            return False
-        return True
 
     # -- reading mailboxes -------------------------------------------------------------------------
 
