@@ -200,7 +200,7 @@ class Exchange(Element):
         if not routed:
             return 0
         await asyncio.sleep(0)  # one yield per collect, not per delivery: that cost dominated collection
-        flows = self._flows  # read after the yield: owners may have come and gone
+        flows = self._flows  # each target looked up as it is written: owners may have left during the yield
         delivered = 0
         for routes in routed:
             reached = False
