@@ -304,9 +304,8 @@ class Pile(Element, Generic[T]):
         return list(items)
 
     def _as_ids(self, refs: Any) -> list[UUID]:
-        if type(refs) is list:  # checked first: isinstance(refs, Element) is an ABC check, slow for a list
-            return [ref if type(ref) is UUID else to_uuid(ref) for ref in refs]
-        if isinstance(refs, (Element, UUID, str)):
+        # A list (the usual argument) skips isinstance(refs, Element): an ABC check, slow for a list.
+        if type(refs) is not list and isinstance(refs, (Element, UUID, str)):
             return [to_uuid(refs)]
         return [ref if type(ref) is UUID else to_uuid(ref) for ref in refs]  # a UUID needs no call
 

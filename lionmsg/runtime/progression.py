@@ -48,11 +48,11 @@ def to_uuid(ref: Any) -> UUID:
 
 def _refs(refs: Any) -> list[UUID]:
     """One reference, or an iterable of them, as UUIDs (a string or an element counts as one)."""
-    if type(refs) is list:  # the usual argument: no hasattr(refs, "id"), whose miss raises internally
-        return [ref if type(ref) is UUID else to_uuid(ref) for ref in refs]
-    if isinstance(refs, (str, UUID)) or hasattr(refs, "id"):
+    # A list (the usual argument) skips hasattr(refs, "id"), whose miss raises internally, and the ABC check.
+    listed = type(refs) is list
+    if not listed and (isinstance(refs, (str, UUID)) or hasattr(refs, "id")):
         return [to_uuid(refs)]
-    if isinstance(refs, Iterable):
+    if listed or isinstance(refs, Iterable):
         return [ref if type(ref) is UUID else to_uuid(ref) for ref in refs]  # a UUID needs no call
     return [to_uuid(refs)]
 
