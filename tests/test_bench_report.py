@@ -1,0 +1,89 @@
+"""The Markdown report of a run (bench/report.py): verdicts, and what the floor measures against a missed bar."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench import report
+from bench.spec import TIMES as X
+
+SIZES = (1000, 100000)
+
+
+def _record(workload: str, metric: str, system: str, n: int, ops_per_s: float) -> dict[str, Any]:
+    return {
+        "workload": workload,
+        "system": system,
+        "n": n,
+        "status": "ok",
+        "reason": "",
+        "result": {
+            "reps": 5,
+            "reps_requested": 5,
+            "versions": {"pydantic": "2"},
+            "python": "3.11.7",
+            "loadavg": [0.5, 0.5, 0.5],
+            "metrics": {metric: {"ops_per_s": ops_per_s, "per_op_s": 1 / ops_per_s, "median": 1.0}},
+        },
+    }
+
+
+def _document(workload: str, ops: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """A run of one single-metric workload: ops/s per system at the two sizes."""
+    records = [
+        _record(workload, workload, system, n, rate)
+        for system, rates in ops.items()
+        for n, rate in zip(SIZES, rates, strict=True)
+    ]
+    return {
+        "started_at": "2026-12-02T00:00:00+00:00",
+        "wall_s": 60.0,
+        "smoke": False,
+        "settings": {"sizes": list(SIZES), "reps": 5, "reps_largest": 3, "rounds": 1},
+        "machine": {"cpu": "test CPU", "cores": 2},
+        "records": records,
+    }
+
+
+def _misses(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("- ")]
+
+
+def test_a_miss_names_what_the_floor_measures_and_whether_it_misses_too() -> None:
+    # getitem: >=10x LionAGI at each size, growth <=2x at the largest.
+    text = report.render(
+        _document(
+            "getitem",
+            {
+                "lionmsg": (50.0, 10.0),  # 5x LionAGI at 100k, growth 5x
+                "lionagi": (1.0, 2.0),
+                "floor": (400.0, 16.0),  # 8x LionAGI at 100k (short too), growth 25x (over too)
+            },
+        )
+    )
+    assert _misses(text) == [
+        f"- `pile[id]`, N=100,000: ≥10{X} LionAGI — measured 5{X} (floor: 8{X}, missed too)",
+        f"- `pile[id]`, N=100,000: growth ≤2{X} — measured 5{X} (floor: 25{X}, missed too)",
+    ]
+    assert "**Targets missed: 2**, 2 of them missed by the plain-pydantic floor too:" in text
+    assert f"| `pile[id]` | 1,000 | 50 | 1 | 400 | 50{X} | 0.125{X} |  | ≥10{X} LionAGI ✓ |" in text
+
+
+def test_a_miss_the_floor_meets_carries_its_figure_without_the_flag() -> None:
+    text = report.render(_document("getitem", {"lionmsg": (50.0, 40.0), "lionagi": (1.0, 5.0), "floor": (60.0, 100.0)}))
+    assert _misses(text) == [f"- `pile[id]`, N=100,000: ≥10{X} LionAGI — measured 8{X} (floor: 20{X})"]
+    assert "**Targets missed: 1**:" in text
+
+
+def test_a_bar_relative_to_the_floor_has_no_floor_figure() -> None:
+    # dict_roundtrip: >=10x LionAGI and within 2x of the floor (lionmsg ops/s >= half the floor's).
+    text = report.render(
+        _document("dict_roundtrip", {"lionmsg": (20.0, 20.0), "lionagi": (1.0, 1.0), "floor": (30.0, 50.0)})
+    )
+    assert _misses(text) == [f"- to_dict + from_dict (Instruction), N=100,000: within 2{X} of floor — measured 0.4{X}"]
+
+
+def test_a_run_that_meets_every_bar_lists_no_miss() -> None:
+    text = report.render(_document("getitem", {"lionmsg": (50.0, 40.0), "lionagi": (1.0, 1.0), "floor": (60.0, 50.0)}))
+    assert _misses(text) == []
+    assert text.rstrip().endswith("**Targets missed: 0**")
