@@ -79,6 +79,18 @@ def test_parsed_and_built_uuids_equal_the_standard_librarys() -> None:
         assert ids.uuid_text(standard) == str(standard)
 
 
+@given(st.integers(min_value=0, max_value=2**128 - 1))
+def test_uuid_text_spells_every_value_as_the_standard_library(value: int) -> None:
+    # Includes the edges: leading zero bytes (to_bytes pads them) and all-ones groups.
+    standard = uuid.UUID(int=value)
+    assert ids.uuid_text(standard) == str(standard)
+
+
+@pytest.mark.parametrize("value", [0, 1, 0xFFFF << 48, 2**127, 2**128 - 1])
+def test_uuid_text_at_the_edges_of_the_range(value: int) -> None:
+    assert ids.uuid_text(uuid.UUID(int=value)) == str(uuid.UUID(int=value))
+
+
 class _Spelled(uuid.UUID):
     def __str__(self) -> str:
         return "spelled"
