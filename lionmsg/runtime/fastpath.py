@@ -51,7 +51,7 @@ def assemble(
     """A new message of `cls` with `content` already in its final form (the kind's content instance),
     routing normalised here and `channel` (when given) a str or None: what
     `cls(content=..., sender=..., recipient=..., channel=...)` builds."""
-    defaults = _defaults(cls)
+    defaults = _DEFAULTS[cls]
     fields_set = {"content"}
     if channel is MISSING:
         channel = None
@@ -92,7 +92,7 @@ def load_record(cls: type[BaseModel], record: dict[str, Any]) -> Any:
     if "id" not in record or "created_at" not in record:
         return None
     content = record.get("content", MISSING)
-    content_type = _defaults(cls)["content_type"]
+    content_type = _DEFAULTS[cls]["content_type"]
     if content_type is not None and content is not MISSING:
         if type(content) is not dict:
             return None
@@ -113,7 +113,7 @@ def load_envelope(cls: type[BaseModel], record: dict[str, Any], content: Any) ->
     created_at = record["created_at"]
     if ident is None or type(created_at) is not float or not _isfinite(created_at):
         return None
-    defaults = _defaults(cls)
+    defaults = _DEFAULTS[cls]
     metadata: dict[str, Any] = {}
     given_metadata = record.get("metadata", metadata)
     if type(given_metadata) is not dict:
@@ -170,22 +170,23 @@ def _record_address(record: dict[str, Any], name: str, defaults: dict[str, Any])
 _isfinite = math.isfinite
 
 
-_DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
+class _ClassDefaults(dict[type[BaseModel], dict[str, Any]]):
+    """Per class, made on first use: its routing defaults, its content factory and type (`model_fields`
+    is slow). Read by subscription: a hit costs no Python-level call."""
 
-
-def _defaults(cls: type[BaseModel]) -> dict[str, Any]:
-    """Per class, once: its routing defaults, its content factory and type (`model_fields` is slow)."""
-    found = _DEFAULTS.get(cls)
-    if found is None:
+    def __missing__(self, cls: type[BaseModel]) -> dict[str, Any]:
         fields = cls.model_fields
         content = fields["content"]
-        found = _DEFAULTS[cls] = {
+        found = self[cls] = {
             "sender": fields["sender"].default,
             "recipient": fields["recipient"].default,
             "content": lambda: content.get_default(call_default_factory=True),
             "content_type": getattr(cls, "_content_type", None),
         }
-    return found
+        return found
+
+
+_DEFAULTS = _ClassDefaults()
 
 
 def json_copy(value: Any) -> Any:
