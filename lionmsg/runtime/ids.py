@@ -43,12 +43,12 @@ def uuid_from_int(value: int) -> UUID:
 
 
 def uuid_text(value: UUID) -> str:
-    """`str(value)`: the canonical 8-4-4-4-12 text, about three times as fast as `UUID.__str__`."""
+    """`str(value)`: the canonical 8-4-4-4-12 text, for about 5.5k instructions against `str()`'s 7.1k."""
     if type(value) is not UUID:  # a subclass may spell itself differently
         return str(value)
     # bytes.hex puts a dash after every 2 bytes (aaaa-bbbb-cccc-dddd-eeee-ffff-gggg-hhhh) in C; dropping
-    # three of them takes four slices, where formatting the int as 32 digits and cutting it up takes five
-    # slices and a format-spec parse (30% more instructions).
+    # three of them takes four slices. Formatting the int as 32 digits and cutting it in five (a format
+    # spec to parse, five slices) cost 7.6k instructions, no less than `str()` itself.
     grouped = value.int.to_bytes(16, "big").hex("-", 2)
     return f"{grouped[:4]}{grouped[5:29]}{grouped[30:34]}{grouped[35:]}"
 
