@@ -19,6 +19,7 @@ from lionmsg.runtime.exchange import (
     DROP_UNKNOWN_RECIPIENT,
     DROP_UNREGISTERED,
 )
+from tests.mail import failing_deliveries
 
 
 def run(coro: Any) -> Any:
@@ -321,22 +322,15 @@ def test_a_recipient_that_unregisters_before_delivery_receives_nothing_and_does_
     assert [(d.recipient, d.reason) for d in exchange.dropped] == [(str(b), DROP_UNREGISTERED)] * 2
 
 
-def test_a_failed_inbox_write_is_contained_recorded_and_not_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_inbox_write_is_contained_recorded_and_not_counted() -> None:
     exchange = Exchange()
     a, b, c = owners(exchange, 3)
     broken = exchange.get(b)
     assert broken is not None
-    original = Flow.deliver
-
-    def deliver(self: Flow, message: Message, sender: Any) -> None:
-        if self is broken:
-            raise OSError("disk full")
-        original(self, message, sender)
-
-    monkeypatch.setattr(Flow, "deliver", deliver)
     exchange.send(a, b, "direct to the broken inbox")
     exchange.send(a, None, "broadcast")
-    assert run(exchange.collect(a)) == 1
+    with failing_deliveries(broken, OSError("disk full")):
+        assert run(exchange.collect(a)) == 1
     assert [m.content for m in exchange.receive(c)] == ["broadcast"]
     assert exchange.receive(b) == []
     assert {(d.recipient, d.reason, d.detail) for d in exchange.dropped} == {
@@ -353,6 +347,65 @@ def test_a_sender_leaving_with_mail_in_its_outbox_is_recorded() -> None:
     assert flow is not None
     assert list(flow.outbox) == [message.id]
     assert [(d.message_id, d.reason) for d in exchange.dropped] == [(str(message.id), DROP_SENDER_UNREGISTERED)]
+
+
+def test_delivering_a_message_the_recipient_already_holds_is_a_contained_failure() -> None:
+    """A record can put one message in two flows; the second copy is refused, not filed twice."""
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    message = Message(content="twice", sender=a, recipient=b)
+    flow_a, flow_b = exchange.get(a), exchange.get(b)
+    assert flow_a is not None
+    assert flow_b is not None
+    flow_a.queue(message)
+    flow_b.queue(message)
+    before = flow_b.to_dict()
+    assert run(exchange.collect(a)) == 0
+    assert flow_b.to_dict() == before
+    assert [(d.recipient, d.reason, d.detail) for d in exchange.dropped] == [
+        (str(b), DROP_DELIVERY_ERROR, f"ValueError: {message.id} is already in this flow")
+    ]
+
+
+# -- a Flow on its own ----------------------------------------------------------------------------
+
+
+def flow_state(flow: Flow) -> tuple[list[UUID], dict[str, list[UUID]]]:
+    return list(flow.items.keys()), {name: list(p) for name, p in flow.progressions.items()}
+
+
+def test_flow_deliver_files_by_sender_and_queue_fills_the_outbox() -> None:
+    flow = Flow()
+    alice, bob = uuid4(), uuid4()
+    first, second, third = (Message(content=text) for text in ("first", "second", "third"))
+    flow.deliver(first, alice)
+    flow.deliver(second, str(bob))  # a UUID's text names the same inbox as the UUID
+    flow.deliver(third, bob)
+    outgoing = Message(content="out", sender=alice)
+    flow.queue(outgoing)
+    assert flow_state(flow) == (
+        [first.id, second.id, third.id, outgoing.id],
+        {"outbox": [outgoing.id], f"inbox_{alice}": [first.id], f"inbox_{bob}": [second.id, third.id]},
+    )
+    assert flow.inbox(bob) == [second, third]
+    assert flow.take_outbox() == [outgoing]
+    assert flow_state(flow)[1]["outbox"] == []
+    assert outgoing.id not in flow.items
+
+
+def test_flow_refuses_a_message_it_holds_or_cannot_hold_and_changes_nothing() -> None:
+    flow = Flow()
+    sender = uuid4()
+    held = Message(content="held")
+    flow.deliver(held, sender)
+    before = flow_state(flow)
+    with pytest.raises(ValueError, match=f"^{held.id} is already in this flow$"):
+        flow.deliver(held, uuid4())
+    with pytest.raises(ValueError, match=f"^{held.id} is already in this flow$"):
+        flow.queue(held)
+    with pytest.raises(TypeError, match=r"^this pile accepts Message; got Flow$"):
+        flow.deliver(Flow(), sender)  # type: ignore[arg-type]
+    assert flow_state(flow) == before
 
 
 # -- receive and pop_message ----------------------------------------------------------------------

@@ -25,7 +25,7 @@ from lionmsg.runtime.exchange import (
     DROP_UNKNOWN_RECIPIENT,
     DROP_UNREGISTERED,
 )
-from tests.mail import drop_address
+from tests.mail import drop_address, failing_deliveries
 
 DEADLOCK_GUARD = 300  # seconds; a guard against hanging forever, not a speed bar
 BIG = 1_000_000  # a drop limit no test reaches: every drop stays visible
@@ -376,16 +376,12 @@ def test_failed_inbox_writes_are_recorded_contained_and_not_counted(monkeypatch:
         ledger.register(owner)
     broken_owner = owners[3]
     broken = ledger.ex.get(broken_owner)
-    original = Flow.deliver
 
-    def deliver(self: Flow, message: Message, sender: Any) -> None:
-        if self is broken:
-            raise OSError("disk full")
+    def poisoned(message: Message) -> Exception | None:
         if isinstance(message.content, dict) and message.content.get("poison"):
-            raise RuntimeError("poisoned payload")
-        original(self, message, sender)
+            return RuntimeError("poisoned payload")
+        return None
 
-    monkeypatch.setattr(Flow, "deliver", deliver)
     senders = [owner for owner in owners if owner != broken_owner][:5]
     healthy = {sender: next(o for o in owners if o not in (sender, broken_owner)) for sender in senders}
     sent: dict[UUID, dict[str, Message]] = {}
@@ -401,7 +397,8 @@ def test_failed_inbox_writes_are_recorded_contained_and_not_counted(monkeypatch:
         counts: list[int] = await asyncio.gather(*(ledger.ex.collect(sender) for sender in senders))
         return counts
 
-    counts = run(main())
+    with failing_deliveries(broken, OSError("disk full"), poisoned):
+        counts = run(main())
     ledger.collected = sum(counts)
     # Only the broadcast and the healthy direct message reached an inbox: messages reaching nobody do not count.
     assert counts == [2] * len(senders)

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
-from unittest import mock
 from uuid import UUID, uuid4
 
 import pytest
@@ -33,7 +32,7 @@ from lionmsg.runtime.exchange import (
     DROP_UNKNOWN_RECIPIENT,
     DROP_UNREGISTERED,
 )
-from tests.mail import drop_address
+from tests.mail import drop_address, failing_deliveries
 
 BIG = 1_000_000  # a drop limit no run reaches: every drop stays visible
 REASONS = {DROP_UNKNOWN_RECIPIENT, DROP_NOT_AN_OWNER, DROP_UNREGISTERED, DROP_DELIVERY_ERROR, DROP_SENDER_UNREGISTERED}
@@ -560,16 +559,8 @@ def broken_detail(owner: UUID) -> str:
 
 @contextmanager
 def failing_inbox(broken: Flow | None, detail: str) -> Iterator[None]:
-    """Make the inbox write of one flow raise (every other flow delivers as usual)."""
-    original = Flow.deliver
-    message = detail.removeprefix("OSError: ")
-
-    def deliver(self: Flow, item: Message, sender: Any) -> None:
-        if self is broken:
-            raise OSError(message)
-        original(self, item, sender)
-
-    with mock.patch.object(Flow, "deliver", deliver):
+    """Make the inbox writes of one flow raise (every other flow delivers as usual)."""
+    with failing_deliveries(broken, OSError(detail.removeprefix("OSError: "))):
         yield
 
 

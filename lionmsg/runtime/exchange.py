@@ -31,7 +31,7 @@ from lionmsg.generated.messages import Message
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.element import Element, record_error
 from lionmsg.runtime.fastpath import assemble, copy_message
-from lionmsg.runtime.flow import Flow
+from lionmsg.runtime.flow import Flow, inbox_name
 
 __all__ = [
     "DROP_DELIVERY_ERROR",
@@ -184,7 +184,7 @@ class Exchange(Element):
             message = assemble(Message, content, owner, recipient, channel)  # pydantic would only copy them
         else:  # pydantic checks anything else, and raises its ValidationError for a bad value
             message = Message(content=content, sender=owner, recipient=recipient, channel=channel)
-        self._flows[owner.int].queue(message)
+        self._flows[owner.int]._storage.queue(message)
         return message
 
     async def collect(self, owner_id: Any) -> int:
@@ -196,11 +196,14 @@ class Exchange(Element):
         owner = self._known(owner_id)
         if owner is None:
             raise ValueError(f"Owner {owner_id} not registered")
-        routed = [self._route(message, owner) for message in self._flows[owner.int].take_outbox()]
+        flows = self._flows  # the same table throughout; each target is looked up as it is written
+        route = self._route
+        routed = [route(message, owner) for message in flows[owner.int]._storage.take_outbox()]
         if not routed:
             return 0
         await asyncio.sleep(0)  # one yield per collect, not per delivery: that cost dominated collection
-        flows = self._flows  # each target looked up as it is written: owners may have left during the yield
+        inbox = inbox_name(owner)
+        now = time.time()
         delivered = 0
         for routes in routed:
             reached = False
@@ -210,7 +213,7 @@ class Exchange(Element):
                     self._drop(message, target, DROP_UNREGISTERED)
                     continue
                 try:
-                    flow.deliver(message, owner)
+                    flow._storage.receive(message, inbox, now)
                 except Exception as error:  # best-effort fan-out: the failure goes to the drop record
                     self._drop(message, target, DROP_DELIVERY_ERROR, f"{type(error).__name__}: {error}")
                     continue
@@ -221,9 +224,11 @@ class Exchange(Element):
     async def collect_all(self) -> int:
         """Collect for a snapshot of the owners, one after another, skipping those gone before their turn."""
         total = 0
+        flows = self._flows
+        collect = self.collect
         for owner in list(self._owners.values()):
-            if owner.int in self._flows:
-                total += await self.collect(owner)
+            if owner.int in flows:
+                total += await collect(owner)
         return total
 
     async def sync(self) -> int:
