@@ -4,6 +4,8 @@ drop record."""
 from __future__ import annotations
 
 import asyncio
+import copy
+import pickle
 import time
 from typing import Any
 from uuid import UUID, uuid4
@@ -497,6 +499,23 @@ def test_exchange_state_round_trips_in_order() -> None:
         assert loaded.dropped == exchange.dropped
         assert run(loaded.collect(b)) == 1
         assert [m.content for m in loaded.receive(c, sender=b)] == ["pending"]
+
+
+@pytest.mark.parametrize("duplicate", [copy.deepcopy, lambda exchange: pickle.loads(pickle.dumps(exchange))])
+def test_a_copied_exchange_delivers_into_its_own_flows(duplicate: Any) -> None:
+    """A flow files mail through a second view of its containers: a copy must get its own, not the original's."""
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    exchange.send(a, b, "pending")
+    before = state(exchange)
+    twin = duplicate(exchange)
+    assert run(twin.collect(a)) == 1
+    assert [m.content for m in twin.receive(b)] == ["pending"]
+    flow = twin.get(b)
+    assert flow is not None
+    assert [m.content for m in flow.items] == ["pending"]
+    assert state(exchange) == before
+    assert exchange.receive(b) == []
 
 
 def test_a_flow_record_must_list_each_item_once() -> None:
