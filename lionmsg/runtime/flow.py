@@ -162,7 +162,7 @@ class Flow(Element):
         return ((name, p) for name, p in self._progressions.items() if name != OUTBOX)
 
     def queue(self, message: Message) -> None:
-        """Put an outgoing message in the outbox."""
+        """Put an outgoing message in the outbox (ValueError, nothing changed, if the flow holds it)."""
         self._storage.queue(message)
 
     def take_outbox(self) -> list[Message]:
@@ -170,7 +170,8 @@ class Flow(Element):
         return self._storage.take_outbox()
 
     def deliver(self, message: Message, sender: Any) -> None:
-        """Put an incoming message in the inbox of its sender (opened on first delivery)."""
+        """Put an incoming message in the inbox of its sender (opened on first delivery); ValueError,
+        nothing changed, if the flow holds it already."""
         self._storage.receive(message, inbox_name(sender), time.time())
 
     def inbox(self, sender: Any) -> list[Message]:
