@@ -203,6 +203,21 @@ def test_a_missing_queued_object_is_skipped() -> None:
     assert len(flow.outbox) == 0
 
 
+def test_collect_takes_the_outbox_in_order_past_gaps_and_missing_messages() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    first, unqueued, gone, last = (exchange.send(a, b, text) for text in ("1", "2", "3", "4"))
+    flow = exchange.get(a)
+    assert flow is not None
+    flow.outbox.remove(unqueued.id)  # a gap in the outbox: the message stays in the pile, unqueued
+    flow.items.pop(gone.id)  # queued, but no longer in the pile: skipped
+    assert run(exchange.collect(a)) == 2
+    assert exchange.receive(b) == [first, last]
+    assert list(flow.items) == [unqueued]
+    assert len(flow.outbox) == 0
+    assert run(exchange.collect(a)) == 0
+
+
 # -- broadcast ------------------------------------------------------------------------------------
 
 
@@ -408,6 +423,42 @@ def test_flow_refuses_a_message_it_holds_or_cannot_hold_and_changes_nothing() ->
     with pytest.raises(TypeError, match=r"^this pile accepts Message; got Flow$"):
         flow.deliver(Flow(), sender)  # type: ignore[arg-type]
     assert flow_state(flow) == before
+
+
+def test_an_inbox_through_its_first_messages_reads_pops_and_shows_alike() -> None:
+    """A new inbox keeps its first message's bare id until a second message comes or it is shown as a
+    Progression (see Flow): every reading and change sees one inbox throughout."""
+    flow = Flow()
+    alice, bob, carol = uuid4(), uuid4(), uuid4()
+    first, second, third, fourth, fifth, sixth, seventh = (Message(content=str(n)) for n in range(1, 8))
+    flow.deliver(first, alice)
+    flow.deliver(second, bob)
+    assert flow.inbox(alice) == [first]
+    assert flow.all_inboxes() == [first, second]
+    assert flow.pop_oldest(alice) is first
+    assert flow.pop_oldest(alice) is None  # emptied, and still open: it keeps its place
+    assert flow.inbox(alice) == []
+    flow.deliver(third, alice)
+    flow.deliver(fourth, bob)  # bob's second message
+    flow.deliver(fifth, carol)
+    assert flow.all_inboxes() == [third, second, fourth, fifth]
+    assert flow_state(flow) == (
+        [second.id, third.id, fourth.id, fifth.id],
+        {
+            "outbox": [],
+            f"inbox_{alice}": [third.id],
+            f"inbox_{bob}": [second.id, fourth.id],
+            f"inbox_{carol}": [fifth.id],
+        },
+    )
+    shown = flow.progressions[f"inbox_{carol}"]  # shown while it held one message
+    flow.deliver(sixth, carol)
+    flow.deliver(seventh, carol)
+    assert list(shown) == [fifth.id, sixth.id, seventh.id]
+    assert flow.pop_oldest(carol) is fifth
+    assert list(shown) == [sixth.id, seventh.id]
+    copy = Flow.from_dict(flow.to_dict())
+    assert flow_state(copy) == flow_state(flow)
 
 
 # -- receive and pop_message ----------------------------------------------------------------------

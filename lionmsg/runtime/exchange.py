@@ -193,12 +193,13 @@ class Exchange(Element):
         The whole outbox is taken and routed first (so concurrent collects never route a message
         twice), then delivery yields to the event loop once and writes each inbox, checking that the
         recipient is still registered: owners may come and go meanwhile."""
-        owner = self._known(owner_id)
-        if owner is None:
-            raise ValueError(f"Owner {owner_id} not registered")
         flows = self._flows  # the same table throughout; each target is looked up as it is written
+        owner = owner_id if type(owner_id) is UUID else self._known(owner_id)  # the usual UUID: no call
+        sending = None if owner is None else flows.get(owner.int)
+        if owner is None or sending is None:
+            raise ValueError(f"Owner {owner_id} not registered")
         route = self._route
-        routed = [route(message, owner) for message in flows[owner.int]._storage.take_outbox()]
+        routed = [route(message, owner) for message in sending._storage.take_outbox()]
         if not routed:
             return 0
         await asyncio.sleep(0)  # one yield per collect, not per delivery: that cost dominated collection

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -25,6 +25,14 @@ OUTBOX = "outbox"
 def inbox_name(sender: Any) -> str:
     """The progression holding mail from `sender`: `inbox_<sender>` (a UUID in its canonical text)."""
     return _uuid_inbox_name(sender.int) if type(sender) is UUID else f"inbox_{sender}"
+
+
+# An inbox's ids: its OrderedIds, or its one message's id alone until a second comes (see Flow).
+Inbox = OrderedIds | UUID
+
+
+def _listed(inbox: Inbox) -> Iterable[UUID]:
+    return inbox if isinstance(inbox, OrderedIds) else (inbox,)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -49,7 +57,7 @@ class _Storage:
     __slots__ = ("admitted", "inboxes", "order", "outbox", "pile", "stored", "unwrapped")
 
     def __init__(
-        self, pile: Pile[Message], outbox: OrderedIds, inboxes: dict[str, OrderedIds], unwrapped: dict[str, float]
+        self, pile: Pile[Message], outbox: OrderedIds, inboxes: dict[str, Inbox], unwrapped: dict[str, float]
     ) -> None:
         self.pile = pile
         self.stored = pile._items
@@ -68,18 +76,32 @@ class _Storage:
         outbox = self.outbox
         if not outbox._slot_of:  # empty (OrderedIds.__len__ would be a call)
             return []
-        ids = list(outbox)
+        ids = outbox._slots[outbox._head :]  # `list(outbox)` and `pile.take` spelled out: a gap is None
         outbox.clear()
-        return self.pile.take(ids)
+        pop = self.stored.pop
+        taken: list[Message] = []
+        removed: list[UUID] = []
+        for ident in ids:
+            if ident is not None:
+                message = pop(ident.int, None)
+                if message is not None:  # a queued message taken out of the pile meanwhile is skipped
+                    taken.append(message)
+                    removed.append(ident)
+        if removed:
+            self.order.exclude(removed)
+        return taken
 
     def receive(self, message: Message, inbox: str, now: float) -> None:
         """Put an incoming message in the pile and the named inbox, opening it (as of `now`) if new."""
         ident = self.store(message)
         ids = self.inboxes.get(inbox)
-        if ids is None:
-            self.inboxes[inbox] = OrderedIds.of_one(ident)
+        if ids is None:  # a new inbox: its one id, bare (see Flow)
+            self.inboxes[inbox] = ident
             self.unwrapped[inbox] = now
-        else:
+        elif isinstance(ids, OrderedIds):
+            ids.append(ident)
+        else:  # its second message: the inbox gets its OrderedIds
+            ids = self.inboxes[inbox] = OrderedIds.of_one(ids)
             ids.append(ident)
 
     def store(self, message: Message) -> UUID:
@@ -104,10 +126,12 @@ class Flow(Element):
     """A mailbox: `items` holds every message the owner has queued or received, and `progressions`
     orders them by name. Each message is in exactly one progression of the flow.
 
-    An inbox opened by a delivery is kept as bare ids (`OrderedIds`) and given its Progression (an
-    Element with an id of its own) only when `progressions`, `inboxes()` or a record asks for it: an
-    Exchange opens one inbox per sender and recipient pair, and building that Element cost more than
-    the rest of the delivery. Its `created_at` is still when the inbox opened.
+    An inbox opened by a delivery is kept as bare ids and given its Progression (an Element with an id
+    of its own) only when `progressions`, `inboxes()` or a record asks for it: an Exchange opens one
+    inbox per sender and recipient pair, and building that Element cost more than the rest of the
+    delivery. Its `created_at` is still when the inbox opened. Until its second message (or its
+    Progression) it is even just that one message's UUID: most pairs exchange few messages, and an
+    `OrderedIds` (four containers for the garbage collector to walk) cost a fifth of a delivery.
     """
 
     name: str | None = None
@@ -115,7 +139,7 @@ class Flow(Element):
     if TYPE_CHECKING:
         _items: Pile[Message]
         _progressions: dict[str, Progression]  # the outbox and every inbox given its Progression so far
-        _inbox_ids: dict[str, OrderedIds]  # every inbox's ids, in the order the inboxes opened
+        _inbox_ids: dict[str, Inbox]  # every inbox's ids, in the order the inboxes opened
         _unwrapped: dict[str, float]  # inboxes with no Progression yet, and when each opened
         _storage: _Storage  # the containers above, for the per-message paths (see _Storage)
 
@@ -132,10 +156,11 @@ class Flow(Element):
         listed = [ident for progression in named.values() for ident in progression]
         if len(listed) != len(set(listed)) or set(listed) != set(pile.keys()):
             raise ValueError("a flow's progressions must list each of its items exactly once")
+        inbox_ids: dict[str, Inbox] = {name: p._ids for name, p in named.items() if name != OUTBOX}
         state: dict[str, Any] = {  # plain attributes: pydantic PrivateAttrs are slow
             "_items": pile,
             "_progressions": named,
-            "_inbox_ids": {name: p._ids for name, p in named.items() if name != OUTBOX},
+            "_inbox_ids": inbox_ids,
             "_unwrapped": {},
         }
         for name, value in state.items():
@@ -176,24 +201,35 @@ class Flow(Element):
 
     def inbox(self, sender: Any) -> list[Message]:
         inbox = self._inbox_ids.get(inbox_name(sender))
-        return [] if inbox is None else [self._items[ident] for ident in inbox]
+        return [] if inbox is None else [self._items[ident] for ident in _listed(inbox)]
 
     def all_inboxes(self) -> list[Message]:
-        return [self._items[ident] for inbox in self._inbox_ids.values() for ident in inbox]
+        return [self._items[ident] for inbox in self._inbox_ids.values() for ident in _listed(inbox)]
 
     def pop_oldest(self, sender: Any) -> Message | None:
         """Remove and return the oldest message from `sender`; None when there is none."""
-        inbox = self._inbox_ids.get(inbox_name(sender))
-        if not inbox:
+        name = inbox_name(sender)
+        inbox = self._inbox_ids.get(name)
+        if inbox is None:
             return None
-        message: Message = self._items.pop(inbox.popleft())
+        if isinstance(inbox, OrderedIds):
+            if not inbox:
+                return None
+            oldest = inbox.popleft()
+        else:  # its one message: the inbox stays open, empty
+            self._inbox_ids[name] = OrderedIds()
+            oldest = inbox
+        message: Message = self._items.pop(oldest)
         return message
 
     def _wrap_inboxes(self) -> None:
         """Give every inbox still kept as bare ids its Progression, in the order the inboxes opened
         (all of them at once, so `progressions` keeps that order)."""
         for name, opened in self._unwrapped.items():
-            self._progressions[name] = Progression.over(self._inbox_ids[name], name, opened)
+            ids = self._inbox_ids[name]
+            if not isinstance(ids, OrderedIds):  # the Progression and later deliveries share one OrderedIds
+                ids = self._inbox_ids[name] = OrderedIds.of_one(ids)
+            self._progressions[name] = Progression.over(ids, name, opened)
         self._unwrapped.clear()
 
     def owner(self) -> UUID | None:
