@@ -37,7 +37,7 @@ def _listed(inbox: Inbox) -> Iterable[UUID]:
 
 @functools.lru_cache(maxsize=4096)
 def _uuid_inbox_name(sender: int) -> str:
-    # Spelling a UUID costs about 5.5k instructions, some 40% of filing a delivery, and every flow a
+    # Spelling a UUID costs about 5.5k instructions, half as much as filing a delivery, and every flow a
     # sender reaches names the same inbox: remember the names of recent senders (shared, bounded).
     return f"inbox_{uuid_text(uuid_from_int(sender))}"
 
