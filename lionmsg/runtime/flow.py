@@ -76,7 +76,9 @@ class _Storage:
         outbox = self.outbox
         if not outbox._slot_of:  # empty (OrderedIds.__len__ would be a call)
             return []
-        ids = outbox._slots[outbox._head :]  # `list(outbox)` and `pile.take` spelled out: a gap is None
+        # `list(outbox)` and `pile.take` spelled out: through them, taking even a one-message outbox made
+        # about ten small calls (7.7k instructions per collect). A gap in the slots is None.
+        ids = outbox._slots[outbox._head :]
         outbox.clear()
         pop = self.stored.pop
         taken: list[Message] = []
