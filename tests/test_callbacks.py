@@ -98,6 +98,32 @@ def test_a_sync_callback_returning_an_awaitable_is_an_error_on_the_sync_path_and
     assert awaited == [message]
 
 
+def test_the_async_path_awaits_any_awaitable_a_callback_returns_and_ignores_other_values() -> None:
+    log: list[str] = []
+
+    class Later:
+        """An awaitable that is not a coroutine: it yields to the loop once, then logs."""
+
+        def __await__(self) -> Any:
+            yield None
+            log.append("custom awaitable done")
+
+    def returns_future(message: Message) -> Any:
+        future = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda _: log.append("future done"))
+        asyncio.get_running_loop().call_soon(future.set_result, None)
+        return future
+
+    def returns_value(message: Message) -> Any:
+        log.append("value returned")
+        return message.rendered  # not awaitable: nothing to await
+
+    manager = MessageManager(on_message_added=[returns_future, lambda message: Later(), returns_value])
+    message = run(manager.a_add_message(instruction="x"))
+    assert log == ["future done", "custom awaitable done", "value returned"]
+    assert list(manager.messages) == [message]
+
+
 # -- snapshot isolation ---------------------------------------------------------------------------
 
 

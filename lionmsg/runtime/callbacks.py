@@ -12,6 +12,7 @@ import functools
 import inspect
 import sys
 from collections.abc import Callable, Sequence
+from types import CoroutineType
 from typing import Any
 
 if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.10 CI run
@@ -70,11 +71,14 @@ async def run_async_callbacks(callbacks: Sequence[MessageCallback], message: Any
     for callback in callbacks:
         try:
             result = callback(message)
-            if inspect.isawaitable(result):
+            # A coroutine (an async def observer's result) or None (a plain function's) is told apart
+            # without inspect.isawaitable's Python-level call.
+            if type(result) is CoroutineType or (result is not None and inspect.isawaitable(result)):
                 await result
         except BaseException as error:  # every callback runs; failures are re-raised below
             errors.append(error)
-    _raise(errors, "on_message_added")
+    if errors:
+        _raise(errors, "on_message_added")
 
 
 def _raise(errors: list[BaseException], hook: str) -> None:

@@ -148,8 +148,14 @@ class MessageManager:
         calls (and awaits) a snapshot of the observers taken after the commit."""
         if not arguments.keys() <= _ADD_ARGUMENTS:
             _reject_arguments("a_add_message", arguments)
-        async with self.messages:
-            message = self._commit(cast(dict[str, Any], arguments))  # a fresh dict per call: ours to consume
+        # The lock's own acquire and release rather than `async with self.messages`: the pile's
+        # __aenter__/__aexit__ are two more coroutines per call (~8k of ~137k instructions).
+        lock = self.messages.lock
+        await lock.acquire()
+        try:
+            message = self._commit(arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
+        finally:
+            lock.release()
         await run_async_callbacks(list(self.on_message_added), message)
         return message
 
