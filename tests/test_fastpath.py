@@ -396,6 +396,67 @@ def test_a_message_copy_is_deep_and_keeps_everything_else(content: dict[str, Any
         assert original.content["nested"]["list"] == [1, 2.5, "x", None, True]
 
 
+class Text(str):
+    """A str subclass: its instances may carry mutable state, so copies must not share them."""
+
+
+@pytest.mark.parametrize(
+    ("content", "metadata", "embedding"),
+    [
+        ({"seq": 1, "note": "flat", "ratio": float("nan"), "ok": True, "none": None}, {}, None),
+        (["flat", 1, 2.5, False, None], {}, None),
+        ("just text", {}, None),
+        (7, {}, None),
+        ({}, {}, None),
+        ({"nested": {"list": [1]}}, {}, None),  # not flat: each copy made by copy_message
+        ([[1]], {}, None),
+        ({"sub": Text("x")}, {}, None),
+        ({1: "int key"}, {}, None),
+        ({"seq": 1}, {"tags": ["a"]}, None),  # metadata to copy
+        ({"seq": 1}, {}, [0.5, 1.5]),  # an embedding to copy
+        (Text("x"), {}, None),
+    ],
+    ids=[
+        "flat-dict",
+        "flat-list",
+        "str",
+        "int",
+        "empty",
+        "nested",
+        "nested-list",
+        "str-subclass",
+        "int-key",
+        "metadata",
+        "embedding",
+        "subclass-atom",
+    ],
+)
+def test_message_copies_are_each_what_copy_message_makes(content: Any, metadata: Any, embedding: Any) -> None:
+    original = Message(content=content, sender=uuid.uuid4(), metadata=metadata, embedding=embedding)
+    before = repr(original.model_dump())
+    copies = fastpath.message_copies(original, 3)
+    expected = fastpath.copy_message(original)
+    assert len(copies) == 3
+    assert len({id(copied) for copied in copies} | {id(original)}) == 4
+    for copied in copies:
+        assert state(copied)[0] is Message
+        assert repr(state(copied)) == repr(state(expected))  # repr: NaN is not equal to itself
+        assert copied.model_fields_set is not original.model_fields_set
+        assert copied.metadata is not original.metadata
+        if isinstance(content, (dict, list)):
+            assert copied.content is not original.content
+        if embedding is not None:
+            assert copied.embedding is not original.embedding
+        if type(content) is Text:  # not an atom: deep-copied, not shared
+            assert copied.content is not original.content
+        if type(content) is dict and "sub" in content:
+            assert copied.content["sub"] is not original.content["sub"]
+    others = [copied.content for copied in copies[1:]] + [original.content]
+    assert all(copies[0].content is not other for other in others if isinstance(other, (dict, list)))
+    assert repr(original.model_dump()) == before
+    assert fastpath.message_copies(original, 0) == []
+
+
 @pytest.mark.parametrize("message", [m for m in everything() if type(m) is not Message], ids=lambda m: type(m).__name__)
 def test_content_loaded_from_a_record_equals_content_built_by_the_constructor(message: Message) -> None:
     content_type = type(message.content)

@@ -30,7 +30,7 @@ from pydantic import SerializerFunctionWrapHandler, model_serializer
 from lionmsg.generated.messages import Message
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.element import Element, record_error
-from lionmsg.runtime.fastpath import assemble, copy_message
+from lionmsg.runtime.fastpath import assemble, message_copies
 from lionmsg.runtime.flow import Flow, inbox_name
 
 __all__ = [
@@ -240,7 +240,8 @@ class Exchange(Element):
         recipient = message.recipient
         if recipient is None:
             skip = sender.int
-            return [(target, _copy(message)) for key, target in self._owners.items() if key != skip]
+            targets = [target for key, target in self._owners.items() if key != skip]
+            return list(zip(targets, _copies(message, len(targets)), strict=True))
         if isinstance(recipient, UUID):
             if recipient.int in self._flows:
                 return [(recipient, message)]
@@ -330,9 +331,9 @@ def _is_drop_record(item: Any) -> bool:
     )
 
 
-def _copy(message: Message) -> Message:
-    """A broadcast copy with the same id; content that cannot be deep-copied is shared (as in LionAGI)."""
+def _copies(message: Message, count: int) -> list[Message]:
+    """Broadcast copies with the same id; content that cannot be deep-copied is shared (as in LionAGI)."""
     try:
-        return copy_message(message)
+        return message_copies(message, count)
     except Exception:  # an uncopyable payload: share it rather than lose the broadcast
-        return message.model_copy()
+        return [message.model_copy() for _ in range(count)]

@@ -29,6 +29,7 @@ __all__ = [
     "MISSING",
     "assemble",
     "copy_message",
+    "message_copies",
     "dump_address",
     "json_copy",
     "load_envelope",
@@ -234,6 +235,53 @@ def copy_message(message: M) -> M:
         values["embedding"] = list(values["embedding"])
     copied: M = trusted_instance(type(message), values, message.__pydantic_fields_set__.copy())
     return copied
+
+
+def message_copies(message: M, count: int) -> list[M]:
+    """`count` copies of a message, each what `copy_message` makes. A broadcast's usual payload (flat
+    content, no metadata, no embedding) is checked once for all of them, and its content then copied
+    by `dict.copy` or `list.copy`: json_copy's walk for each copy cost a sixth of delivering it."""
+    values = message.__dict__
+    content = values["content"]
+    copy_content = _flat_copier(content)
+    if copy_content is None or values["metadata"] or values["embedding"] is not None:
+        return [copy_message(message) for _ in range(count)]
+    cls = type(message)
+    fields_set = message.__pydantic_fields_set__
+    copies: list[M] = []
+    for _ in range(count):
+        copied = values.copy()
+        copied["content"] = copy_content(content)
+        copied["metadata"] = {}
+        copies.append(trusted_instance(cls, copied, fields_set.copy()))
+    return copies
+
+
+# Values a deep copy shares rather than copies (their instances are immutable; subclasses may not be).
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def _flat_copier(value: Any) -> Any:
+    """A function that deep-copies `value` by copying it one level down (dict.copy, list.copy, or keeping
+    an atom), when everything in it is an atom; None otherwise."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return _same
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) not in _ATOMS or type(item) not in _ATOMS:
+                return None
+        return dict.copy
+    if kind is list:
+        for item in value:
+            if type(item) not in _ATOMS:
+                return None
+        return list.copy
+    return None
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _deep_copy(value: Any) -> Any:
