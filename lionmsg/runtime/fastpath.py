@@ -29,11 +29,11 @@ __all__ = [
     "MISSING",
     "assemble",
     "copy_message",
-    "message_copies",
     "dump_address",
     "json_copy",
     "load_envelope",
     "load_record",
+    "message_copies",
     "trusted_instance",
 ]
 
