@@ -627,3 +627,22 @@ def test_every_direct_road_builds_what_the_general_road_builds(drawn: dict[str, 
         )
     )
     assert direct == general
+
+
+class _TaggedForCopies(Message):
+    """A user's subclass that adds a mutable field and a private attribute."""
+
+    tags: list[str] = pydantic.Field(default_factory=list)
+    _hits: int = pydantic.PrivateAttr(default=0)
+
+
+def test_a_user_subclass_is_copied_by_pydantic_with_its_own_fields() -> None:
+    original = _TaggedForCopies(content={"k": "v"}, tags=["a"], recipient=None)
+    copies = [fastpath.copy_message(original), *fastpath.message_copies(original, 2)]
+    for copied in copies:
+        assert type(copied) is _TaggedForCopies
+        assert copied.model_dump() == original.model_dump()
+        assert copied._hits == 0
+        copied.tags.append("changed")
+    assert original.tags == ["a"]  # no copy shares the subclass's list
+    assert len({id(copied.tags) for copied in copies}) == len(copies)

@@ -11,7 +11,7 @@ from uuid import uuid4
 import pytest
 from generate import SCHEMA_DIR, SchemaSet
 from jsonschema.validators import Draft202012Validator
-from pydantic import ValidationError
+from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from lionmsg import (
     LION_CLASSES,
@@ -143,6 +143,62 @@ def test_user_subclasses_round_trip_by_name() -> None:
     loaded = Message.from_dict(record)
     assert type(loaded) is Reminder
     assert fields_of(loaded) == fields_of(original)
+
+
+class _TaggedRecord(Message):
+    """A user's subclass that adds a field."""
+
+    tags: list[str] = Field(default_factory=list)
+
+
+class _Shouting(Instruction):
+    """A user's subclass that adds a validator."""
+
+    @field_validator("channel")
+    @classmethod
+    def _upper(cls, value: str | None) -> str | None:
+        return None if value is None else value.upper()
+
+
+class _Counting(Message):
+    """A user's subclass that adds a private attribute."""
+
+    _hits: int = PrivateAttr(default=0)
+
+
+def test_only_the_generated_classes_take_the_fast_roads() -> None:
+    assert all(cls._exact_envelope for cls in (Message, System, Instruction, AssistantResponse, ActionRequest))
+    assert ActionResponse._exact_envelope
+    assert not any(cls._exact_envelope for cls in (_TaggedRecord, _Shouting, _Counting))
+
+
+def test_a_subclass_field_is_written_and_read_back() -> None:
+    original = _TaggedRecord(content="hi", tags=["a", "b"])
+    record = original.to_dict()
+    assert record == original.model_dump(mode="json")
+    assert record["tags"] == ["a", "b"]
+    for loader in (_TaggedRecord, Message):  # by its own class, and through the lion_class discriminator
+        loaded = loader.from_dict(record)
+        assert type(loaded) is _TaggedRecord
+        assert loaded.tags == ["a", "b"]
+        assert fields_of(loaded) == fields_of(original)
+    assert Message.from_json(original.to_json()).tags == ["a", "b"]
+
+
+def test_a_subclass_validator_runs_when_its_record_is_loaded() -> None:
+    record = Instruction(content={"instruction": "q"}, channel="ops").to_dict()
+    record["metadata"]["lion_class"] = "_Shouting"
+    for loader in (_Shouting, Instruction):
+        loaded = loader.from_dict(record)
+        assert type(loaded) is _Shouting
+        assert loaded.channel == "OPS"
+
+
+def test_a_subclass_private_attribute_survives_loading() -> None:
+    loaded = _Counting.from_dict(_Counting(content=1).to_dict())
+    assert loaded._hits == 0
+    loaded._hits += 1
+    assert loaded._hits == 1
 
 
 # -- malformed records ----------------------------------------------------------------------------

@@ -30,6 +30,8 @@ __all__ = ["MessageBehaviour", "coerce_content"]
 
 C = TypeVar("C", bound=MessageContent)
 
+_GENERATED_MODULE = "lionmsg.generated.messages"
+
 
 def coerce_content(content_type: type[C], value: Any) -> C:
     """A typed kind's content from Python input: its dataclass as is, a dict through `from_dict`,
@@ -48,6 +50,16 @@ class MessageBehaviour(Node, Sendable):
 
     _role: ClassVar[MessageRole]
     _content_type: ClassVar[type[MessageContent] | None]
+    # True for the classes generated from the schemas (their fields are exactly the envelope's and they
+    # add no validator, serializer or private attribute): only they take the fast roads of
+    # `lionmsg.runtime.fastpath`, which build, dump and copy exactly the envelope's fields. A user's
+    # subclass may add any of those, so it always takes pydantic's road.
+    _exact_envelope: ClassVar[bool] = False
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._exact_envelope = cls.__module__ == _GENERATED_MODULE
 
     if TYPE_CHECKING:
         # Declared by the generated classes, from schemas/envelope.schema.json.
@@ -153,7 +165,10 @@ class MessageBehaviour(Node, Sendable):
         return self.model_dump(mode=mode)
 
     def _plain_record(self) -> dict[str, Any] | None:
-        """`model_dump(mode="json")`, built directly when every value is plain JSON data already."""
+        """`model_dump(mode="json")`, built directly when every value is plain JSON data already (and the
+        class is a generated one: see `_exact_envelope`)."""
+        if not self._exact_envelope:
+            return None
         values = self.__dict__
         content = values["content"]
         body = content._json_record() if isinstance(content, MessageContent) else json_copy(content)
@@ -177,7 +192,7 @@ class MessageBehaviour(Node, Sendable):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        if type(data) is dict:
+        if type(data) is dict and cls._exact_envelope:
             loaded: Self | None = load_record(cls, data)
             if loaded is not None:
                 return loaded
@@ -185,8 +200,11 @@ class MessageBehaviour(Node, Sendable):
 
     @classmethod
     def _load_prepared(cls, record: dict[str, Any]) -> Self:
-        loaded = load_envelope(cls, record, record.get("content", MISSING))
-        return loaded if loaded is not None else cls.model_validate(record)
+        if cls._exact_envelope:
+            loaded: Self | None = load_envelope(cls, record, record.get("content", MISSING))
+            if loaded is not None:
+                return loaded
+        return cls.model_validate(record)
 
     @classmethod
     def _prepare_record(cls, record: dict[str, Any]) -> None:

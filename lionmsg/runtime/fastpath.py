@@ -226,7 +226,11 @@ JSON_SCALARS = frozenset({str, int, bool, type(None)})
 
 def copy_message(message: M) -> M:
     """A deep copy of a message with the same id: `model_copy(deep=True)` at a fraction of its cost (the
-    envelope's immutable values are shared; content, metadata and embedding are copied)."""
+    envelope's immutable values are shared; content, metadata and embedding are copied). Unlike
+    deepcopy, a list or dict that plain JSON content or metadata holds twice is copied twice. A class
+    not generated from the schemas (a user's subclass, which may add fields) gets `model_copy(deep=True)`."""
+    if not getattr(type(message), "_exact_envelope", False):
+        return message.model_copy(deep=True)
     values = message.__dict__.copy()
     values["content"] = _deep_copy(values["content"])
     metadata = values["metadata"]
@@ -244,7 +248,12 @@ def message_copies(message: M, count: int) -> list[M]:
     values = message.__dict__
     content = values["content"]
     copy_content = _flat_copier(content)
-    if copy_content is None or values["metadata"] or values["embedding"] is not None:
+    if (
+        copy_content is None
+        or values["metadata"]
+        or values["embedding"] is not None
+        or not getattr(type(message), "_exact_envelope", False)
+    ):
         return [copy_message(message) for _ in range(count)]
     cls = type(message)
     fields_set = message.__pydantic_fields_set__
