@@ -339,6 +339,46 @@ def test_a_recipient_that_unregisters_before_delivery_receives_nothing_and_does_
     assert [(d.recipient, d.reason) for d in exchange.dropped] == [(str(b), DROP_UNREGISTERED)] * 2
 
 
+def test_a_collect_cancelled_at_its_yield_still_delivers_the_mail_it_took() -> None:
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+    direct = exchange.send(a, b, "direct")
+    broadcast = exchange.send(a, None, "broadcast")
+
+    async def main() -> None:
+        collecting = asyncio.ensure_future(exchange.collect(a))
+        await asyncio.sleep(0)  # the outbox was taken and routed; delivery waits for the next turn
+        collecting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await collecting
+
+    run(main())
+    assert [m.id for m in exchange.receive(b)] == [direct.id, broadcast.id]
+    assert [m.id for m in exchange.receive(c)] == [broadcast.id]
+    sender = exchange.get(a)
+    assert sender is not None
+    assert list(sender.outbox) == []
+    assert exchange.dropped == []
+    assert run(exchange.collect(a)) == 0  # delivered once, not again
+
+
+def test_a_collect_cancelled_before_it_starts_leaves_the_outbox_as_it_was() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    exchange.send(a, b, "direct")
+    before = state(exchange)
+
+    async def main() -> None:
+        collecting = asyncio.ensure_future(exchange.collect(a))
+        collecting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await collecting
+
+    run(main())
+    assert state(exchange) == before
+    assert run(exchange.collect(a)) == 1
+
+
 def test_a_failed_inbox_write_is_contained_recorded_and_not_counted() -> None:
     exchange = Exchange()
     a, b, c = owners(exchange, 3)
@@ -364,6 +404,22 @@ def test_a_sender_leaving_with_mail_in_its_outbox_is_recorded() -> None:
     assert flow is not None
     assert list(flow.outbox) == [message.id]
     assert [(d.message_id, d.reason) for d in exchange.dropped] == [(str(message.id), DROP_SENDER_UNREGISTERED)]
+
+
+def test_a_sender_leaving_skips_a_queued_id_whose_message_left_its_pile() -> None:
+    # ADR-0006 D5: "A missing queued object is skipped" (collect does the same).
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    gone = exchange.send(a, b, "taken out of the pile")
+    kept = exchange.send(a, b, "still queued")
+    sending = exchange.get(a)
+    assert sending is not None
+    sending.items.pop(gone.id)
+    flow = exchange.unregister(a)
+    assert flow is sending
+    assert not exchange.has(a)
+    assert list(flow.outbox) == [gone.id, kept.id]
+    assert [(d.message_id, d.reason) for d in exchange.dropped] == [(str(kept.id), DROP_SENDER_UNREGISTERED)]
 
 
 def test_delivering_a_message_the_recipient_already_holds_is_a_contained_failure() -> None:

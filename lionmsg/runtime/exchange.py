@@ -143,9 +143,11 @@ class Exchange(Element):
             flow = self._flows.pop(owner.int)
             del self._owners[owner.int]
         if flow is not None:
+            stored = flow._storage.stored
             for ident in flow.outbox:
-                message = flow.items[ident]
-                self._drop(message, message.recipient, DROP_SENDER_UNREGISTERED)
+                message = stored.get(ident.int)
+                if message is not None:  # a queued id whose message left the pile is skipped, as by collect
+                    self._drop(message, message.recipient, DROP_SENDER_UNREGISTERED)
         return flow
 
     def get(self, owner_id: Any) -> Flow | None:
@@ -192,7 +194,9 @@ class Exchange(Element):
 
         The whole outbox is taken and routed first (so concurrent collects never route a message
         twice), then delivery yields to the event loop once and writes each inbox, checking that the
-        recipient is still registered: owners may come and go meanwhile."""
+        recipient is still registered: owners may come and go meanwhile. A collect cancelled at that
+        yield has taken its mail already: it delivers it (nothing is lost) and the cancellation then
+        propagates."""
         flows = self._flows  # the same table throughout; each target is looked up as it is written
         owner = owner_id if type(owner_id) is UUID else self._known(owner_id)  # the usual UUID: no call
         sending = None if owner is None else flows.get(owner.int)
@@ -202,8 +206,18 @@ class Exchange(Element):
         routed = [route(message, owner) for message in sending._storage.take_outbox()]
         if not routed:
             return 0
-        await asyncio.sleep(0)  # one yield per collect, not per delivery: that cost dominated collection
-        inbox = inbox_name(owner)
+        try:
+            await asyncio.sleep(0)  # one yield per collect, not per delivery: that cost dominated collection
+        except asyncio.CancelledError:
+            self._deliver(routed, owner)
+            raise
+        return self._deliver(routed, owner)
+
+    def _deliver(self, routed: list[list[tuple[UUID, Message]]], sender: UUID) -> int:
+        """Write each routed message to its targets' inboxes (best effort: a target gone or an inbox
+        write that fails is recorded as a drop); the number of messages that reached an inbox."""
+        flows = self._flows
+        inbox = inbox_name(sender)
         now = time.time()
         delivered = 0
         for routes in routed:
