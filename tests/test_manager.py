@@ -67,6 +67,21 @@ def test_a_tuple_a_pile_or_a_serialized_pile_are_histories_too(wrap: Any) -> Non
     assert manager.messages.item_type == frozenset({Message})
 
 
+def test_the_observer_list_is_kept_by_reference_and_other_iterables_are_copied() -> None:
+    observers: list[Any] = [print]
+    assert MessageManager(on_message_added=observers).on_message_added is observers
+    assert MessageManager(on_message_added=(print, repr)).on_message_added == [print, repr]
+    assert MessageManager().on_message_added == []
+
+
+@pytest.mark.parametrize(
+    ("bad", "named"), [(5, "got int"), ("f", "got str"), ({"f": print}, "got dict"), ([print, 5], "got an entry 5")]
+)
+def test_observers_that_are_not_a_list_of_callables_are_a_type_error(bad: Any, named: str) -> None:
+    with pytest.raises(TypeError, match=f"^on_message_added must be a list of callables, {named}$"):
+        MessageManager(on_message_added=bad)
+
+
 @pytest.mark.parametrize("bad", ["text", 5, {1, 2}, Instruction()])
 def test_anything_else_as_messages_is_a_type_error(bad: Any) -> None:
     with pytest.raises(TypeError, match="messages must be a list, a tuple, a Pile or a serialized pile"):
@@ -226,6 +241,49 @@ def test_history_listener_failures_are_raised_after_every_listener_ran_and_the_c
     manager.on_history_changed[:] = [added_late]
     manager.set_system(System())
     assert heard == ["clear", "late system"]
+
+
+def _observed_history(observer_fails: bool) -> tuple[MessageManager, list[str]]:
+    """A history whose one listener fails and whose observer records the kinds it sees (then fails,
+    when asked to)."""
+    manager = MessageManager()
+    seen: list[str] = []
+
+    def listener(event: str) -> None:
+        raise OSError(f"cannot record {event}")
+
+    def observer(message: Message) -> None:
+        seen.append(type(message).__name__)
+        if observer_fails:
+            raise LookupError("observer failed")
+
+    manager.on_history_changed.append(listener)
+    manager.on_message_added.append(observer)
+    return manager, seen
+
+
+@pytest.mark.parametrize("path", ["add_message", "a_add_message"])
+def test_a_system_message_added_is_observed_even_when_a_history_listener_fails(path: str) -> None:
+    manager, seen = _observed_history(observer_fails=False)
+    with pytest.raises(OSError, match=r"^cannot record system$"):
+        _add(manager, path, {"system": "S"})
+    assert seen == ["System"]  # ADR D4: every observer in the snapshot is called for a committed message
+    assert manager.system is not None
+    assert kinds(manager) == ["System"]
+
+
+@pytest.mark.parametrize("path", ["add_message", "a_add_message"])
+def test_a_failing_history_listener_and_a_failing_observer_are_raised_together(path: str) -> None:
+    manager, seen = _observed_history(observer_fails=True)
+    with pytest.raises(BaseExceptionGroup) as raised:
+        _add(manager, path, {"system": "S"})
+    assert raised.value.message == f"{path} hooks failed"
+    assert [(type(error), str(error)) for error in raised.value.exceptions] == [
+        (OSError, "cannot record system"),
+        (LookupError, "observer failed"),
+    ]
+    assert seen == ["System"]
+    assert kinds(manager) == ["System"]
 
 
 def test_an_async_history_listener_is_an_error_naming_the_method() -> None:
@@ -419,6 +477,46 @@ def test_a_provider_payload_as_assistant_response_is_normalised() -> None:
 def test_metadata_is_merged_into_the_message() -> None:
     message = MessageManager().add_message(instruction="i", metadata={"k": 1})
     assert message.metadata == {"k": 1}
+
+
+def _history_with_every_updatable_kind() -> tuple[MessageManager, dict[str, Message]]:
+    manager = MessageManager()
+    existing = {
+        "system": manager.add_message(system="S"),
+        "instruction": manager.add_message(instruction="hi", guidance="old"),
+        "action_request": manager.add_message(action_function="f", action_arguments={"x": 1}),
+    }
+    return manager, existing
+
+
+def _add(manager: MessageManager, path: str, arguments: dict[str, Any]) -> Message:
+    if path == "add_message":
+        return manager.add_message(**arguments)
+    return asyncio.run(manager.a_add_message(**arguments))
+
+
+@pytest.mark.parametrize("path", ["add_message", "a_add_message"])
+@pytest.mark.parametrize("metadata", ["bad", [("k", 1)], 5, {1: "int key"}])
+@pytest.mark.parametrize(
+    "update",
+    [
+        lambda existing: {"instruction": existing["instruction"], "guidance": "new"},
+        lambda existing: {"system": existing["system"], "system_datetime": "T"},
+        lambda existing: {"action_request": existing["action_request"], "action_output": 1},
+        lambda existing: {"instruction": "a new one"},
+    ],
+)
+def test_bad_metadata_is_a_type_error_before_any_message_is_built_or_updated(
+    path: str, metadata: Any, update: Any
+) -> None:
+    manager, existing = _history_with_every_updatable_kind()
+    before = snapshot(manager)
+    contents = {name: message.content.to_dict() for name, message in existing.items()}
+    arguments = {**update(existing), "metadata": metadata}
+    with pytest.raises(TypeError, match=r"^metadata must be a mapping with string keys, got "):
+        _add(manager, path, arguments)
+    assert snapshot(manager) == before
+    assert {name: message.content.to_dict() for name, message in existing.items()} == contents
 
 
 def test_unknown_keyword_arguments_are_type_errors() -> None:

@@ -5,12 +5,14 @@ or an action response (chosen by `action_output is not None` or an `action_respo
 raise `ValueError("Only one message type can be added at a time.")`, and an argument that does not apply
 to the chosen kind is a `ValueError` too: nothing is silently dropped. With no kind chosen, an
 instruction is built. Passing an existing message of the chosen kind updates it instead of building one.
-Without `sender`/`recipient`, new messages keep their class defaults.
+Without `sender`/`recipient`, new messages keep their class defaults. `metadata` (a mapping with
+string keys, else a TypeError before anything is built or changed) is merged into the message's.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from pydantic import BaseModel
@@ -83,6 +85,9 @@ _KIND_ARGUMENTS = {
 def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metadata: dict[str, Any] | None) -> Message:
     """The one message the arguments describe (see the module docstring); `arguments` (the kind
     arguments, without sender, recipient and metadata) is the caller's to hand over: it is consumed."""
+    if metadata is not None and not _is_metadata(metadata):
+        # Checked first: the builders below may update an existing message in place.
+        raise TypeError(f"metadata must be a mapping with string keys, got {metadata!r}")
     kind = _kind(arguments)
     # Given: not None for action_output (falsy results such as 0 or "" still make a response), truthy
     # for every other argument.
@@ -102,6 +107,10 @@ def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metada
     if metadata:
         message.metadata.update(metadata)
     return message
+
+
+def _is_metadata(value: Any) -> bool:
+    return isinstance(value, Mapping) and all(type(key) is str for key in value)
 
 
 def build_common(arguments: dict[str, Any]) -> Message | None:

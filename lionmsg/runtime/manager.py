@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, NoReturn, cast
 
 from typing_extensions import Unpack  # at run time too: typing.get_type_hints(add_message) needs it
@@ -22,6 +23,9 @@ from lionmsg.runtime.factories import AddMessageArguments, build_common, build_m
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression
 from lionmsg.runtime.wire import loads_json
+
+if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.10 CI run
+    from exceptiongroup import BaseExceptionGroup
 
 __all__ = ["INVALID_PROGRESSION", "HistoryEvent", "HistoryListener", "MessageManager"]
 
@@ -48,7 +52,11 @@ class MessageManager:
     changes to a history: each is called with `"system"` after `set_system` returns (the system message
     set, replaced or updated in place, `add_message(system=...)` included) and with `"clear"` after
     `clear_messages` returns (`aclear_messages` included). A call that raises changed nothing and is not
-    reported. Listeners run like sync observers: all of them, in order, failures raised after.
+    reported. Listeners run like sync observers: all of them, in order, failures raised after. When
+    `add_message(system=...)` (or `a_add_message`) sets the system message, its observers still run if a
+    listener failed; the listeners' failure is raised after them, alone or, when observers failed too,
+    with theirs in one `BaseExceptionGroup("add_message hooks failed", [listeners', observers'])`
+    (`"a_add_message hooks failed"` on the async path).
     """
 
     def __init__(
@@ -60,6 +68,7 @@ class MessageManager:
     ) -> None:
         if system is not None and not isinstance(system, System):
             raise ValueError("System message must be a System instance.")
+        observers = _observer_list(on_message_added)
         identity: dict[str, Any] = {}
         if isinstance(messages, Mapping):
             # A serialized pile is this history's own record: keep its identity and its order's.
@@ -74,7 +83,7 @@ class MessageManager:
             raise ValueError(f"a history holds one system message; the messages hold {len(systems)}")
         self.messages = pile
         self.system: System | None = None
-        self.on_message_added: list[MessageCallback] = [] if on_message_added is None else on_message_added
+        self.on_message_added: list[MessageCallback] = observers
         self.on_history_changed: list[HistoryListener] = []
         if systems:
             self.set_system(systems[0])
@@ -93,6 +102,10 @@ class MessageManager:
         the current one (which leaves the history), the current one is updated in place."""
         if not isinstance(system, System):
             raise ValueError("System message must be a System instance.")
+        self._install_system(system)
+        self._history_changed("system")
+
+    def _install_system(self, system: System) -> None:
         current = self.system
         if current is not None and current.id != system.id:
             if system.id in self.messages:
@@ -105,7 +118,6 @@ class MessageManager:
                 self.messages.exclude(system.id)
             self.messages.insert(0, system)
         self.system = system
-        self._history_changed("system")
 
     def clear_messages(self) -> None:
         """Empty the history, keeping only the system message (at index 0)."""
@@ -118,6 +130,16 @@ class MessageManager:
         if self.on_history_changed:
             # A snapshot, as for observers: a listener added meanwhile hears the next change.
             run_sync_callbacks(tuple(self.on_history_changed), event, "on_history_changed", _EVENT_METHODS[event])
+
+    def _system_added(self, system: System) -> BaseException | None:
+        """`set_system` for `add_message(system=...)`: the listeners' failure is returned, to be raised
+        after the message-added observers ran (the system message is committed either way)."""
+        self._install_system(system)
+        try:
+            self._history_changed("system")
+        except BaseException as failure:
+            return failure
+        return None
 
     async def aclear_messages(self) -> None:
         async with self.messages:
@@ -135,12 +157,20 @@ class MessageManager:
             _reject_arguments("add_message", arguments)
         observers = self.on_message_added
         if not observers:  # observers added meanwhile (by anyone) wait for the next message
-            return self._commit(arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
+            message, listeners_failed = self._commit(arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
+            if listeners_failed is not None:
+                raise listeners_failed
+            return message
         # A snapshot: observers added meanwhile, even by an observer, wait for the next message.
         callbacks: Sequence[MessageCallback] = tuple(observers)
         sync_preflight(callbacks)
-        message = self._commit(arguments)  # type: ignore[arg-type]
-        run_sync_callbacks(callbacks, message)
+        message, listeners_failed = self._commit(arguments)  # type: ignore[arg-type]
+        try:
+            run_sync_callbacks(callbacks, message)
+        except BaseException as observers_failed:
+            _raise_hook_failures(listeners_failed, observers_failed, "add_message")
+        if listeners_failed is not None:
+            raise listeners_failed
         return message
 
     async def a_add_message(self, **arguments: Unpack[AddMessageArguments]) -> Message:
@@ -153,24 +183,30 @@ class MessageManager:
         lock = self.messages.lock
         await lock.acquire()
         try:
-            message = self._commit(arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
+            message, listeners_failed = self._commit(arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
         finally:
             lock.release()
-        await run_async_callbacks(list(self.on_message_added), message)
+        try:
+            await run_async_callbacks(list(self.on_message_added), message)
+        except BaseException as observers_failed:
+            _raise_hook_failures(listeners_failed, observers_failed, "a_add_message")
+        if listeners_failed is not None:
+            raise listeners_failed
         return message
 
-    def _commit(self, arguments: dict[str, Any]) -> Message:
+    def _commit(self, arguments: dict[str, Any]) -> tuple[Message, BaseException | None]:
+        """Build, add or replace the message; with it, what the history listeners raised when it is a
+        system message (raised by the caller after the observers ran), else None."""
         direct = build_common(arguments)  # the usual calls: no kind to resolve
         if direct is not None:
             self.messages.update(direct)  # a revised instruction keeps its index
-            return direct
+            return direct, None
         pop = arguments.pop
         message = build_message(arguments, pop("sender", None), pop("recipient", None), pop("metadata", None))
         if isinstance(message, System):
-            self.set_system(message)
-        else:
-            self.messages.update(message)  # add-or-replace: a present id keeps its index
-        return message
+            return message, self._system_added(message)
+        self.messages.update(message)  # add-or-replace: a present id keeps its index
+        return message, None
 
     create_action_response = staticmethod(create_action_response)
 
@@ -312,3 +348,27 @@ def _reject_arguments(method: str, arguments: Mapping[str, Any]) -> NoReturn:
     # What Python says for a keyword the signature lacks (the first one, in the order given).
     unknown = next(name for name in arguments if name not in _ADD_ARGUMENTS)
     raise TypeError(f"MessageManager.{method}() got an unexpected keyword argument {unknown!r}")
+
+
+def _raise_hook_failures(
+    listeners_failed: BaseException | None, observers_failed: BaseException, path: str
+) -> NoReturn:
+    """The observers' failure as itself, or with the history listeners' (a system message added) as one
+    group: neither hides the other."""
+    if listeners_failed is None:
+        raise observers_failed
+    raise BaseExceptionGroup(f"{path} hooks failed", [listeners_failed, observers_failed])
+
+
+def _observer_list(observers: Any) -> list[MessageCallback]:
+    """The observers list a manager keeps: a list itself (by reference: the caller may change it later),
+    another iterable copied; TypeError for anything else or an entry that is not callable."""
+    if observers is None:
+        return []
+    if isinstance(observers, (str, bytes, Mapping)) or not isinstance(observers, Iterable):
+        raise TypeError(f"on_message_added must be a list of callables, got {type(observers).__name__}")
+    listed = observers if type(observers) is list else list(observers)
+    for observer in listed:
+        if not callable(observer):
+            raise TypeError(f"on_message_added must be a list of callables, got an entry {observer!r}")
+    return listed
