@@ -340,6 +340,20 @@ def test_insert_positions() -> None:
     assert pile[first.id] is first
 
 
+@pytest.mark.parametrize(
+    ("bad", "as_key"),
+    [(True, TypeError), (1.0, TypeError), ("1", ValueError)],  # pile["1"] reads "1" as an id: not a UUID
+)
+def test_a_position_that_is_not_an_integer_is_refused_by_insert_and_getitem_alike(bad: Any, as_key: type) -> None:
+    pile: Pile[Any] = Pile([Node(content="a"), Node(content="b")])
+    before = snapshot(pile)
+    with pytest.raises(TypeError, match=r"^progression positions are integers, got "):
+        pile.insert(bad, Node(content="new"))
+    with pytest.raises(as_key):
+        pile[bad]
+    assert snapshot(pile) == before
+
+
 def test_replace_keeps_the_position() -> None:
     a, b, c = Instruction(), AssistantResponse(), Node()
     pile: Pile[Any] = Pile([a, b, c])

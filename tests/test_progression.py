@@ -442,6 +442,34 @@ def test_getitem_by_position() -> None:
             p[bad]
 
 
+@pytest.mark.parametrize(
+    ("bad", "named"), [(True, "bool"), (False, "bool"), (1.0, "float"), ("1", "str"), (None, "NoneType")]
+)
+def test_positions_are_integers_never_bools_and_a_bad_one_changes_nothing(bad: Any, named: str) -> None:
+    # As Pile[True] is refused: a bool is almost always a bug, and True would silently mean 1.
+    p = Progression(ids(1, 2, 3))
+    message = f"^progression positions are integers, got {named}$"
+    with pytest.raises(TypeError, match=message):
+        p[bad]
+    with pytest.raises(TypeError, match=message):
+        p.pop(bad)
+    with pytest.raises(TypeError, match=message):
+        p.insert(bad, uid(4))
+    assert_matches(p, ids(1, 2, 3))
+
+
+class _Position:
+    def __index__(self) -> int:
+        return 1
+
+
+def test_an_object_with_index_is_a_position() -> None:
+    p = Progression(ids(1, 2, 3))
+    assert p[_Position()] == uid(2)  # type: ignore[call-overload]
+    p.insert(_Position(), uid(4))  # type: ignore[arg-type]
+    assert_matches(p, ids(1, 4, 2, 3))
+
+
 def test_slices_return_lists_of_ids() -> None:
     p = Progression(ids(1, 2, 3, 4, 5))
     model = ids(1, 2, 3, 4, 5)

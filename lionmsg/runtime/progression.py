@@ -9,6 +9,7 @@ putting a system message at index 0 does not make later operations linear.
 from __future__ import annotations
 
 import bisect
+import operator
 import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, overload
@@ -44,6 +45,16 @@ def to_uuid(ref: Any) -> UUID:
     if isinstance(ident, UUID):
         return ident
     raise TypeError(f"expected a UUID, a UUID string or an element, got {type(ref).__name__}")
+
+
+def _position(index: Any) -> int:
+    """A position in a progression: an int (or an object with `__index__`), never a bool, as for
+    `Pile[...]` (True would silently mean 1)."""
+    if type(index) is int:
+        return index
+    if isinstance(index, bool) or not hasattr(type(index), "__index__"):
+        raise TypeError(f"progression positions are integers, got {type(index).__name__}")
+    return operator.index(index)
 
 
 def _refs(refs: Any) -> list[UUID]:
@@ -113,6 +124,7 @@ class OrderedIds:
     def __getitem__(self, index: int | slice) -> UUID | list[UUID]:
         if isinstance(index, slice):
             return list(self)[index]
+        index = _position(index)
         size = len(self)
         if not -size <= index < size:
             raise IndexError(f"progression index {index} out of range for {size} ids")
@@ -151,6 +163,7 @@ class OrderedIds:
 
     def insert(self, index: int, ref: Any) -> None:
         """Insert one id before position `index` (clamped like `list.insert`); ValueError when present."""
+        index = _position(index)
         ident = to_uuid(ref)
         if ident.int in self._slot_of:
             raise ValueError(f"{ident} is already in the progression")
