@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from lionmsg import Instruction, InstructionContent, Message
+from lionmsg import Instruction, InstructionContent, Message, MessageManager
 from lionmsg.runtime.content.structure import JsonStructure
+from lionmsg.runtime.manager import INVALID_PROGRESSION
 from tests.conftest import fields_of
 
 
@@ -115,8 +117,8 @@ def test_dict_response_format_is_kept_in_records() -> None:
     content = InstructionContent(instruction="q", response_format={"answer": "str"})
     assert content.to_dict() == {"instruction": "q", "response_format": {"answer": "str"}}
     assert content.structure is JsonStructure
-    assert isinstance(content._structure_instance, JsonStructure)
-    assert content._structure_instance.is_dict_mode
+    assert isinstance(content._structure(), JsonStructure)
+    assert content._structure().is_dict_mode
 
 
 @pytest.mark.parametrize("response_format", [Answer, Answer(answer="a", score=1)], ids=["class", "instance"])
@@ -124,7 +126,7 @@ def test_model_response_formats_are_python_only(response_format: Any) -> None:
     content = InstructionContent(instruction="q", response_format=response_format)
     assert content.response_format is response_format
     assert content.to_dict() == {"instruction": "q"}
-    structure = content._structure_instance
+    structure = content._structure()
     assert isinstance(structure, JsonStructure)
     assert structure.response_format is Answer
     assert not structure.is_dict_mode
@@ -135,7 +137,7 @@ def test_model_response_format_survives_update_and_clone() -> None:
     message = Instruction(content={"instruction": "q", "response_format": Answer})
     message.update(guidance="g")
     assert message.content.response_format is Answer
-    assert message.content._structure_instance is not None
+    assert message.content._structure() is not None
     assert message.clone().content.response_format is Answer
 
 
@@ -170,15 +172,15 @@ class Bullets:
 def test_none_and_every_string_resolve_to_the_json_structure(structure: Any) -> None:
     content = InstructionContent(structure=structure, response_format={"a": 1})
     assert content.structure is JsonStructure
-    assert isinstance(content._structure_instance, JsonStructure)
+    assert isinstance(content._structure(), JsonStructure)
 
 
 def test_a_structure_class_is_used_directly_and_instantiated_only_with_a_response_format() -> None:
     assert InstructionContent(structure=Bullets).structure is Bullets
-    assert InstructionContent(structure=Bullets)._structure_instance is None
-    assert InstructionContent()._structure_instance is None
+    assert InstructionContent(structure=Bullets)._structure() is None
+    assert InstructionContent()._structure() is None
     with_format = InstructionContent(structure=Bullets, response_format=Answer)
-    assert isinstance(with_format._structure_instance, Bullets)
+    assert isinstance(with_format._structure(), Bullets)
     assert with_format.rendered == "ResponseFormat: |-\n  - answer\n  - score"
 
 
@@ -258,3 +260,55 @@ def test_records_reject_python_conveniences() -> None:
     for content in ({"context": ["x"]}, {"tool_schemas": {"tools": []}}, {"prompt_context": "x"}):
         with pytest.raises(ValidationError):
             Message.from_dict({**record, "content": content})
+
+
+class _Model(BaseModel):
+    answer: str
+
+
+@pytest.mark.parametrize("later", [None, {"b": 2}, _Model])
+@pytest.mark.parametrize("first", [None, {"a": 1}])
+def test_reassigning_the_response_format_renders_what_a_reload_renders(first: Any, later: Any) -> None:
+    # design.md 6.12: rendering never serves a stale value after in-place mutation of content.
+    message = Instruction(content={"instruction": "q", "response_format": first})
+    assert ("ResponseFormat" in message.rendered) == (first is not None)  # rendered with the first format
+    message.content.response_format = later
+    fresh = Instruction(content={"instruction": "q", "response_format": later})
+    assert message.rendered == fresh.rendered
+    if isinstance(later, dict):
+        assert Instruction.from_dict(message.to_dict()).rendered == message.rendered
+
+
+def test_reassigning_the_structure_class_renders_with_the_new_one() -> None:
+    message = Instruction(content={"instruction": "q", "response_format": {"a": 1}})
+    assert "- a" not in message.rendered
+    message.content.structure = Bullets
+    assert (
+        message.rendered
+        == Instruction(content={"instruction": "q", "response_format": {"a": 1}, "structure": Bullets}).rendered
+    )
+
+
+class _LionagiStyleStructure:
+    """A structure class written for LionAGI: `request_schema()`, no `schema()`."""
+
+    def __init__(self, response_format: Any) -> None:
+        self.response_format = response_format
+
+    def request_schema(self) -> dict[str, Any]:
+        return {}
+
+    def render(self) -> str:
+        return "x"
+
+
+def test_an_attribute_error_while_rendering_is_a_rendering_failure_not_a_repr() -> None:
+    message = Instruction(
+        content={"instruction": "q", "response_format": {"a": 1}, "structure": _LionagiStyleStructure}
+    )
+    with pytest.raises(AttributeError, match="schema"):
+        _ = message.rendered
+    assert message.chat_msg is None  # ADR D1: a failure in the projection is contained as None
+    manager = MessageManager(messages=[message])
+    with pytest.raises(ValueError, match=re.escape(INVALID_PROGRESSION)):
+        manager.to_chat_msgs()

@@ -98,6 +98,10 @@ class MessageBehaviour(Node, Sendable):
         Computed on every access, so in-place changes to the content always show.
         """
         content = self.content
+        if isinstance(content, MessageContent):
+            # Not through hasattr(): an AttributeError raised while rendering (say, by a structure class
+            # written for LionAGI) would be swallowed, and the content's repr sent to the model.
+            return content.rendered
         if hasattr(content, "rendered"):
             return content.rendered
         return "" if content is None else str(content)

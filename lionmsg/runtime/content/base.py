@@ -52,6 +52,10 @@ class MessageContent:
         @classmethod
         def from_record(cls, data: Mapping[str, Any]) -> Self: ...
 
+        # Each kind's behaviour class renders its content (the prompt text, or text and image parts).
+        @property
+        def rendered(self) -> Any: ...
+
     @classmethod
     def input_names(cls) -> frozenset[str]:
         """The names `from_dict` accepts: public dataclass fields plus `_INPUT_ALIASES`."""

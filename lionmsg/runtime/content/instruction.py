@@ -89,8 +89,24 @@ class InstructionBehaviour(MessageContent):
         self._derive()
 
     def _derive(self) -> None:
-        response_format = self.response_format
-        self._structure_instance = None if response_format is None else build_structure(self.structure, response_format)
+        # Built with the content, so a structure class that rejects the format fails there; kept with
+        # the class and format it was built from (see _structure).
+        structure, response_format = self.structure, self.response_format
+        built = None if response_format is None else build_structure(structure, response_format)
+        self._structure_instance = (structure, response_format, built)
+
+    def _structure(self) -> Any:
+        """The structure instance for the current `structure` and `response_format`: rebuilt when either
+        was reassigned since it was built, so rendering never shows a format the content no longer has
+        (a change inside a dict format shows anyway: the instance holds the dict itself)."""
+        structure, response_format = self.structure, self.response_format
+        cached = self._structure_instance
+        if cached is not None and cached[0] is structure and cached[1] is response_format:
+            return cached[2]
+        resolved = JsonStructure if structure is None else resolve_structure(structure)
+        built = None if response_format is None else build_structure(resolved, response_format)
+        self._structure_instance = (structure, response_format, built)
+        return built
 
     @property
     def rendered(self) -> str | list[dict[str, Any]]:
@@ -108,7 +124,7 @@ class InstructionBehaviour(MessageContent):
     def _text(self) -> str:
         if self.plain_content:
             return self.plain_content
-        structure = self._structure_instance
+        structure = self._structure()
         sections: dict[str, Any] = {
             "Guidance": self.guidance,
             "Instruction": self.instruction,
