@@ -635,6 +635,17 @@ def test_a_flow_record_must_list_each_item_once() -> None:
         Exchange.from_dict(record)
 
 
+@pytest.mark.parametrize("items", [5, "x", [1]])
+def test_a_flow_record_whose_items_are_not_a_pile_record_is_a_validation_error(items: Any) -> None:
+    exchange = Exchange()
+    owners(exchange, 1)
+    record = exchange.to_dict()
+    record["flows"][0]["items"] = items
+    with pytest.raises(ValidationError, match="items must be a pile record") as caught:
+        Exchange.from_dict(record)
+    assert caught.value.errors()[0]["loc"] == ("items",)
+
+
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [

@@ -688,12 +688,18 @@ def test_record_naming_an_unknown_item_class() -> None:
     assert raised.value.errors()[0]["loc"] == ("item_type",)
 
 
-@pytest.mark.parametrize("bad", ["Message", [1], {"Message": True}])
+@pytest.mark.parametrize("bad", ["Message", [1], {"Message": True}, []])
 def test_record_with_a_malformed_item_type(bad: Any) -> None:
-    record = Pile().to_dict()
+    record = Pile([Instruction()]).to_dict()
     record["item_type"] = bad
-    with pytest.raises(ValidationError, match="item_type must be a list of class names or null"):
+    with pytest.raises(ValidationError, match="item_type must be a non-empty list of class names or null"):
         Pile.from_dict(record)
+
+
+@pytest.mark.parametrize("bad", [[], set(), [5], "Message", 5, [Instruction, int]])
+def test_an_item_type_that_names_no_element_class_is_a_type_error(bad: Any) -> None:
+    with pytest.raises(TypeError, match=r"^item_type must be an element class or an iterable of them, got "):
+        Pile([Instruction()], item_type=bad)
 
 
 def test_record_with_an_item_outside_the_constraint() -> None:

@@ -251,6 +251,8 @@ class Flow(Element):
         items = record.get("items")
         if isinstance(items, Mapping):
             record["items"] = Pile.from_dict(items)
+        elif items is not None:
+            raise record_error(cls, ("items",), "items must be a pile record", items)
         progressions = record.get("progressions", [])
         if not isinstance(progressions, list):
             raise record_error(cls, ("progressions",), "progressions must be a list of progression records", None)

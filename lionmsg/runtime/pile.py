@@ -46,7 +46,7 @@ class Pile(Element, Generic[T]):
         **data: Any,
     ) -> None:
         super().__init__(**data)
-        types = None if item_type is None else frozenset([item_type] if isinstance(item_type, type) else item_type)
+        types = None if item_type is None else _item_types(item_type)
         # Plain attributes, not pydantic PrivateAttrs: those cost microseconds per access.
         state: dict[str, Any] = {
             "_items": {},
@@ -274,8 +274,10 @@ class Pile(Element, Generic[T]):
     def _prepare_record(cls, record: dict[str, Any]) -> None:
         names = record.get("item_type")
         if names is not None:
-            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-                raise record_error(cls, ("item_type",), "item_type must be a list of class names or null", names)
+            if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+                raise record_error(
+                    cls, ("item_type",), "item_type must be a non-empty list of class names or null", names
+                )
             types = [element_class(Element, name) for name in names]
             missing = [name for name, found in zip(names, types, strict=True) if found is None]
             if missing:
@@ -340,3 +342,15 @@ def _load_item(base: type[Element] | tuple[type[Element], ...], record: Any) -> 
         if named is None or element_class(candidate, named) is not None:
             return candidate.from_dict(record)
     return candidates[0].from_dict(record)  # raises the ValidationError naming the mismatch
+
+
+def _item_types(item_type: Any) -> frozenset[type[Element]]:
+    """`item_type` as a set of element classes: one class or an iterable of at least one; TypeError
+    otherwise (a pile restricted to no class could hold nothing, and its record would not load)."""
+    types = [item_type] if isinstance(item_type, type) else item_type
+    if isinstance(types, (str, bytes)) or not isinstance(types, Iterable):
+        raise TypeError(f"item_type must be an element class or an iterable of them, got {item_type!r}")
+    chosen = frozenset(types)
+    if not chosen or not all(isinstance(kind, type) and issubclass(kind, Element) for kind in chosen):
+        raise TypeError(f"item_type must be an element class or an iterable of them, got {item_type!r}")
+    return chosen
