@@ -63,10 +63,13 @@ class _Entry:
 
 
 def _read(path: str, stdin: TextIO) -> str:
-    if path == "-":
-        return stdin.read()
     try:
-        return Path(path).read_text(encoding="utf-8")
+        if path != "-":
+            return Path(path).read_text(encoding="utf-8")
+        # The bytes, decoded here as a file is: the locale's text layer may be another encoding, or
+        # let undecodable bytes through as surrogates (C.UTF-8 does).
+        buffer = getattr(stdin, "buffer", None)
+        return stdin.read() if buffer is None else buffer.read().decode("utf-8")
     except UnicodeDecodeError as error:
         raise UsageError(f"cannot read {path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     except OSError as error:
@@ -234,8 +237,8 @@ def _histories(path: str, branch: str | None) -> Iterator[tuple[str, list[Any]]]
     text = _read(path, sys.stdin)
     if not path.endswith(_JSON_LINES_SUFFIXES):
         try:
-            document = json.loads(text)
-        except json.JSONDecodeError:
+            document = loads_json(text)
+        except ValueError:  # not JSON (or too deep to read): the entries below report it
             document = None
         if isinstance(document, dict) and document.get("format") == "lionmsg-snapshot":
             yield from _snapshot_histories(path)
@@ -246,7 +249,7 @@ def _histories(path: str, branch: str | None) -> Iterator[tuple[str, list[Any]]]
 def _store_histories(path: str, branch: str | None) -> Iterator[tuple[str, list[Any]]]:
     from lionmsg.store import SQLiteStore, UnknownBranchError
 
-    with SQLiteStore(path) as store:
+    with SQLiteStore(path, read_only=True) as store:  # showing a file never changes it
         branches = store.branches() if branch is None else [branch]
         for key in branches:
             try:

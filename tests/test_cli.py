@@ -277,6 +277,17 @@ def test_validate_numbers_json_does_not_have_are_syntax_errors(tmp_path: Path, t
     assert run("validate", path) == (1, f"{path}: not valid JSON: {message}\n" + summary(1, 1))
 
 
+@pytest.mark.parametrize("name", ["deep.json", "deep.jsonl"])
+def test_validate_json_nested_too_deeply_is_a_syntax_error_not_a_crash(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    where = f"{path}:1" if name.endswith(".jsonl") else str(path)
+    assert run("validate", path) == (
+        1,
+        f"{where}: not valid JSON: arrays and objects nested too deeply to read\n" + summary(1, 1),
+    )
+
+
 def test_validate_an_integer_beyond_a_double_is_invalid_not_a_crash(tmp_path: Path) -> None:
     path = tmp_path / "record.json"
     path.write_text(f'{{"id": "{GOOD["id"]}", "created_at": 1{"0" * 400}}}', encoding="utf-8")
@@ -302,6 +313,16 @@ def test_validate_a_missing_file_is_a_usage_error_and_the_rest_is_still_checked(
     status, out = run("validate", missing, rel(VALID[0]))
     assert (status, out) == (2, summary(1, 0, 1))
     assert capsys.readouterr().err == f"lionmsg: cannot read {missing}: No such file or directory\n"
+
+
+def test_validate_non_utf8_bytes_on_stdin_are_the_same_usage_error_as_in_a_file(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A C.UTF-8 locale's stdin lets undecodable bytes through as surrogates: the bytes are decoded here.
+    raw = io.BytesIO(b'{"content": "caf\xe9"}\n')
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape"))
+    assert run("validate", "-") == (2, summary(0, 0, 1))
+    assert capsys.readouterr().err == "lionmsg: cannot read -: not UTF-8 text (invalid continuation byte at byte 16)\n"
 
 
 def test_validate_a_directory_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

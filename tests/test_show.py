@@ -147,13 +147,40 @@ def test_usage_errors_exit_2_with_one_line(
     assert capsys.readouterr().err == message.format(**paths)
 
 
-def test_a_foreign_sqlite_file_is_refused_and_left_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("statements", "problem"),
+    [
+        (["CREATE TABLE things (x)"], "a SQLite database, but not a lionmsg store"),
+        (["CREATE TABLE t (x)", "DROP TABLE t"], "an empty SQLite database, not a lionmsg store"),
+    ],
+)
+def test_a_foreign_or_empty_sqlite_file_is_refused_and_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], statements: list[str], problem: str
+) -> None:
     path = tmp_path / "other.db"
     with sqlite3.connect(path) as connection:
-        connection.execute("CREATE TABLE things (x)")
+        for statement in statements:
+            connection.execute(statement)
     connection.close()
     raw = path.read_bytes()
     status, _ = run("show", str(path))
     assert status == 1
-    assert capsys.readouterr().err == f"lionmsg: store {str(path)!r}: a SQLite database, but not a lionmsg store\n"
+    assert capsys.readouterr().err == f"lionmsg: store {str(path)!r}: {problem}\n"
     assert path.read_bytes() == raw
+
+
+def test_showing_a_store_changes_nothing_even_while_a_writer_holds_its_lock(tmp_path: Path) -> None:
+    database = tmp_path / "h.db"
+    with SQLiteStore(database) as store:
+        store.attach(history(), "first")
+    raw = database.read_bytes()
+    blocker = sqlite3.connect(database, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # a writer in the middle of a transaction
+    try:
+        status, text = run("show", str(database))
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert status == 0
+    assert "branch first (5 messages)" in text
+    assert database.read_bytes() == raw

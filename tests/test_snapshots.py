@@ -241,6 +241,11 @@ INVALID: list[tuple[str, bytes, str]] = [
         "not JSON (Unterminated string starting at: line 3 column 2 (char 47))",
     ),
     ("NaN", b'{"format": NaN}', "not JSON (NaN is not a JSON value)"),
+    (
+        "nested too deeply",
+        b'{"format": "lionmsg-snapshot", "version": 1, "kind": "Branch", "data": ' + b"[" * 100_000,
+        "not JSON (arrays and objects nested too deeply to read)",
+    ),
     ("latin-1", '{"é": 1}'.encode("latin-1"), "not UTF-8 text (invalid continuation byte at byte 2)"),
     ("a list", b"[]", 'not a lionmsg snapshot (no "format": "lionmsg-snapshot")'),
     ("a record", json.dumps(Message().to_dict()).encode(), 'not a lionmsg snapshot (no "format": "lionmsg-snapshot")'),
@@ -300,6 +305,38 @@ def test_invalid_data_names_the_file_and_keeps_the_validation_error(tmp_path: Pa
     assert str(caught.value).startswith(f"snapshot {str(path)!r}: invalid MessageManager data: 1 validation error")
     assert "content.instruction" in str(caught.value)
     assert isinstance(caught.value.__cause__, ValueError)
+
+
+def _manager_without_item_types() -> dict[str, Any]:
+    data = manager().to_dict()
+    data["messages"]["item_type"] = []
+    return document(data=data)
+
+
+def _exchange_whose_flow_items_are_a_number() -> dict[str, Any]:
+    exchange = Exchange()
+    exchange.register(uuid4())
+    data = exchange.to_dict()
+    data["flows"][0]["items"] = 5
+    return document(kind="Exchange", data=data)
+
+
+@pytest.mark.parametrize(
+    ("make", "kind", "problem"),
+    [
+        (_manager_without_item_types, "MessageManager", "item_type must be a non-empty list of class names or null"),
+        (_exchange_whose_flow_items_are_a_number, "Exchange", "items must be a pile record"),
+    ],
+)
+def test_malformed_containers_in_the_data_are_snapshot_errors(
+    tmp_path: Path, make: Any, kind: str, problem: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(make()), encoding="utf-8")
+    with pytest.raises(SnapshotError) as caught:
+        load_snapshot(path)
+    assert str(caught.value).startswith(f"snapshot {str(path)!r}: invalid {kind} data: 1 validation error")
+    assert problem in str(caught.value)
 
 
 def test_the_wrong_kind_is_named(tmp_path: Path) -> None:

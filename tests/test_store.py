@@ -428,6 +428,7 @@ def corrupt_cases(message: Message) -> list[tuple[str, str, Any, str]]:
     return [
         ("invalid JSON", "record = ?", '{"id": ', "not JSON (Expecting value: line 1 column 8 (char 7))"),
         ("NaN", "record = ?", '{"x": NaN}', "not JSON (NaN is not a JSON value)"),
+        ("too deep", "record = ?", "[" * 100_000, "not JSON (arrays and objects nested too deeply to read)"),
         ("a blob", "record = ?", b"\x00\x01", "the record is a bytes, not JSON text"),
         ("unknown class", "record = ?", json.dumps(wrong_class), "not a valid message record: 1 validation error"),
         ("bad content", "record = ?", json.dumps(bad_content), "not a valid message record: 1 validation error"),
@@ -518,6 +519,86 @@ def test_files_that_are_not_lionmsg_stores_are_refused_unchanged(tmp_path: Path)
     message = f"store {str(newer)!r}: format version 2; this lionmsg reads version 1 only"
     with pytest.raises(StoreError, match=f"^{re.escape(message)}$"):
         SQLiteStore(newer)
+
+
+def _stored_history(path: Path) -> MessageManager:
+    manager = MessageManager(system=system())
+    with SQLiteStore(path) as store:
+        store.attach(manager, "b")
+        for k in range(200):
+            manager.add_message(instruction=f"message {k} " + "y" * 300)
+    return manager
+
+
+def test_a_row_whose_text_is_not_utf8_is_a_store_error_naming_what_was_read(path: Path) -> None:
+    manager = _stored_history(path)
+    execute(
+        path,
+        "UPDATE messages SET record = CAST(? AS TEXT) WHERE message_id = ?",
+        b"{\xff}",
+        str(manager.messages[1].id),
+    )
+    raw = path.read_bytes()
+    with SQLiteStore(path) as store, pytest.raises(StoreError) as caught:
+        store.load("b")
+    assert str(caught.value).startswith(f"store {str(path)!r}: cannot read branch 'b': Could not decode to UTF-8")
+    assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+    assert path.read_bytes() == raw
+
+
+def test_a_damaged_file_is_a_corrupt_store_error_not_sqlites(path: Path) -> None:
+    _stored_history(path)
+    page = 4096
+    data = bytearray(path.read_bytes())
+    data[2 * page :] = b"\xab" * (len(data) - 2 * page)  # every page but the header's and the first table's
+    path.write_bytes(bytes(data))
+    with SQLiteStore(path, read_only=True) as store, pytest.raises(CorruptStoreError) as caught:
+        store.load("b")
+    assert str(caught.value) == f"store {str(path)!r}: cannot read branch 'b': database disk image is malformed"
+    assert path.read_bytes() == bytes(data)
+
+
+# -- read-only ----------------------------------------------------------------------------------------
+
+
+def test_a_read_only_store_loads_while_a_writer_holds_the_lock_and_changes_nothing(path: Path) -> None:
+    manager = _stored_history(path)
+    raw = path.read_bytes()
+    with locked(path), SQLiteStore(path, read_only=True, timeout=30) as store:
+        assert store.read_only
+        assert store.branches() == ["b"]
+        assert_same_history(store.load("b"), manager)
+    assert path.read_bytes() == raw
+
+
+def test_a_read_only_store_refuses_to_attach_and_leaves_the_history_alone(path: Path) -> None:
+    _stored_history(path)
+    manager = MessageManager()
+    dumped = dump(path)
+    with SQLiteStore(path, read_only=True) as store:
+        with pytest.raises(StoreError, match=f"^store {re.escape(repr(str(path)))} is open read-only: nothing"):
+            store.attach(manager, "new")
+        assert store.branches() == ["b"]
+    assert manager.on_message_added == []
+    assert manager.on_history_changed == []
+    assert dump(path) == dumped
+
+
+def test_a_read_only_store_refuses_an_empty_database_or_another_one_unchanged(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    execute(empty, "CREATE TABLE t (x)")
+    execute(empty, "DROP TABLE t")
+    other = tmp_path / "other.db"
+    execute(other, "CREATE TABLE things (x)")
+    for database, problem in ((empty, "an empty SQLite database, not"), (other, "a SQLite database, but not")):
+        raw = database.read_bytes()
+        message = f"store {str(database)!r}: {problem} a lionmsg store"
+        with pytest.raises(StoreError, match=f"^{re.escape(message)}$"):
+            SQLiteStore(database, read_only=True)
+        assert database.read_bytes() == raw
+    with pytest.raises(StoreError, match=r"^cannot open store .*: unable to open database file$"):
+        SQLiteStore(tmp_path / "missing.db", read_only=True)
+    assert not (tmp_path / "missing.db").exists()
 
 
 # -- failed writes and changes behind the manager's back --------------------------------------------
@@ -626,6 +707,21 @@ def test_watch_history_reports_returned_changes_only() -> None:
     unwatch()
     manager.clear_messages()
     assert events == ["system", "clear", "clear", "system"]
+    assert manager.on_history_changed == []
+
+
+def test_each_unwatch_stops_its_own_watch_once() -> None:
+    manager = MessageManager()
+    events: list[str] = []
+    first = watch_history(manager, events.append)
+    second = watch_history(manager, events.append)  # the same listener, watching twice
+    first()
+    first()  # again: must not stop the second watch
+    manager.clear_messages()
+    assert events == ["clear"]
+    second()
+    manager.clear_messages()
+    assert events == ["clear"]
     assert manager.on_history_changed == []
 
 

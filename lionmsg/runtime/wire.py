@@ -47,13 +47,17 @@ class RecordFieldError(ValueError):
 
 def loads_json(text: str | bytes) -> Any:
     """Strict JSON, as every other client reads it: `NaN`/`Infinity` and numbers beyond a double are
-    ValueErrors (Python's json module would turn them into floats no record can hold)."""
+    ValueErrors (Python's json module would turn them into floats no record can hold), and so is a
+    document nested deeper than the interpreter's recursion limit lets the decoder go."""
     # What json.loads does before decoding: bytes are UTF-8/16/32 (by the BOM), a BOM in text is refused.
     if isinstance(text, (bytes, bytearray)):
         text = text.decode(json.detect_encoding(text), "surrogatepass")
     elif isinstance(text, str) and text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    return _STRICT_DECODER.decode(text)
+    try:
+        return _STRICT_DECODER.decode(text)
+    except RecursionError:  # the C scanner recurses per level: too deep a document is bad input too
+        raise ValueError("arrays and objects nested too deeply to read") from None
 
 
 def _finite(text: str) -> float:

@@ -20,9 +20,13 @@ def watch_history(manager: MessageManager, listener: HistoryListener) -> Callabl
     Listeners run like message-added observers: all of them, in order, each failure raised after the
     others ran (the change itself stays)."""
     manager.on_history_changed.append(listener)
+    watching = True
 
     def unwatch() -> None:
-        if listener in manager.on_history_changed:
+        nonlocal watching
+        # Only the first call removes a registration: a second must not remove another watch's.
+        if watching and listener in manager.on_history_changed:
             manager.on_history_changed.remove(listener)
+        watching = False
 
     return unwatch

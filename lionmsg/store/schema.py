@@ -21,7 +21,7 @@ import sqlite3
 
 from lionmsg.store.errors import StoreError
 
-__all__ = ["APPLICATION_ID", "FORMAT_VERSION", "prepare"]
+__all__ = ["APPLICATION_ID", "FORMAT_VERSION", "check_store", "prepare"]
 
 APPLICATION_ID = 0x4C4D5347  # "LMSG"
 FORMAT_VERSION = 1
@@ -71,6 +71,18 @@ def prepare(connection: sqlite3.Connection, path: str, synchronous: str) -> None
             connection.execute("ROLLBACK")
             raise
         connection.execute("COMMIT")
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open store {path!r}: {exc}") from exc
+
+
+def check_store(connection: sqlite3.Connection, path: str) -> None:
+    """For a read-only connection: the file must already be a lionmsg store of this format (an empty
+    database is not one: nothing can create its tables). Raises StoreError naming the file."""
+    try:
+        _check_or_create(connection, path, create=False)  # a foreign database or format is refused
+        (application_id,) = connection.execute("PRAGMA application_id").fetchone()
+        if application_id != APPLICATION_ID:  # what is left: an empty database
+            raise StoreError(f"store {path!r}: an empty SQLite database, not a lionmsg store")
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open store {path!r}: {exc}") from exc
 

@@ -45,6 +45,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
@@ -55,7 +56,7 @@ from lionmsg.runtime.manager import MessageManager
 from lionmsg.runtime.wire import loads_json
 from lionmsg.store.errors import CorruptRecordError, CorruptStoreError, StoreError, UnknownBranchError
 from lionmsg.store.hooks import HistoryEvent, watch_history
-from lionmsg.store.schema import prepare
+from lionmsg.store.schema import check_store, prepare
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -114,18 +115,28 @@ class SQLiteStore:
         *,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         timeout: float = 5.0,
+        read_only: bool = False,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
         self.path = os.fspath(path)
+        self.read_only = read_only
         self._lock = threading.RLock()
         self._attachments: dict[str, Attachment] = {}
+        # Read-only: SQLite's own read-only mode (nothing can be written, not even the WAL switch, and
+        # the file must already be a lionmsg store) for looking at a file without changing it.
+        target = f"{Path(self.path).absolute().as_uri()}?mode=ro" if read_only else self.path
         try:
-            connection = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+            connection = sqlite3.connect(
+                target, timeout=timeout, isolation_level=None, check_same_thread=False, uri=read_only
+            )
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open store {self.path!r}: {exc}") from exc
         try:
-            prepare(connection, self.path, synchronous)
+            if read_only:
+                check_store(connection, self.path)
+            else:
+                prepare(connection, self.path, synchronous)
         except BaseException:
             connection.close()
             raise
@@ -169,6 +180,8 @@ class SQLiteStore:
         key = _branch_key(branch_id)
         with self._lock:
             self._open()
+            if self.read_only:
+                raise StoreError(f"store {self.path!r} is open read-only: nothing can be attached")
             if key in self._attachments:
                 raise StoreError(f"store {self.path!r}: branch {key!r} is already attached to a history")
             for other in self._attachments.values():
@@ -192,7 +205,7 @@ class SQLiteStore:
         UnknownBranchError for a branch the store does not hold and CorruptRecordError (naming the
         branch, message id and position) for a row that cannot be loaded; the file is only read."""
         key = _branch_key(branch_id)
-        with self._transaction("BEGIN") as connection:
+        with self._reading(f"branch {key!r}") as connection:
             branch = connection.execute("SELECT system_id FROM branches WHERE branch_id = ?", (key,)).fetchone()
             if branch is None:
                 raise UnknownBranchError(key, self.path)
@@ -208,7 +221,7 @@ class SQLiteStore:
 
     def branches(self) -> list[str]:
         """The stored branch ids, in the order they were first stored."""
-        with self._transaction("BEGIN") as connection:
+        with self._reading("the branch list") as connection:
             return [branch_id for (branch_id,) in connection.execute("SELECT branch_id FROM branches ORDER BY rowid")]
 
     # -- writing (called by attachments) -----------------------------------------------------------
@@ -361,6 +374,18 @@ class SQLiteStore:
         if self._connection is None:
             raise StoreError(f"store {self.path!r} is closed")
         return self._connection
+
+    @contextmanager
+    def _reading(self, what: str) -> Iterator[sqlite3.Connection]:
+        """A read transaction; SQLite's errors are raised as StoreError naming the store and what was
+        read (CorruptStoreError for a damaged file)."""
+        try:
+            with self._transaction("BEGIN") as connection:
+                yield connection
+        except sqlite3.OperationalError as exc:  # locked, unreadable text, ...: the file may be fine
+            raise StoreError(f"store {self.path!r}: cannot read {what}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:  # "database disk image is malformed" and the like
+            raise CorruptStoreError(f"store {self.path!r}: cannot read {what}: {exc}") from exc
 
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
