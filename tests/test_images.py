@@ -82,6 +82,23 @@ def test_other_image_detail_values_are_rejected(bad: Any) -> None:
         InstructionContent(image_detail=bad)
 
 
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda content: content.images.append("file:///etc/passwd"), "scheme 'file' is not allowed"),
+        (lambda content: setattr(content, "image_detail", "ultra"), "image_detail 'ultra' is not one of"),
+    ],
+)
+def test_an_image_broken_in_place_after_building_is_never_sent(change: Any, reason: str) -> None:
+    # Validation happens when content is built; a list changed in place afterwards is checked again
+    # when it is rendered for a provider: a failed projection, not a file:// URL in a chat message.
+    message = Instruction(content={"instruction": "look", "images": ["https://ok.example/a.png"]})
+    change(message.content)
+    with pytest.raises(ValueError, match=reason):
+        _ = message.rendered
+    assert message.chat_msg is None
+
+
 def test_a_bad_image_or_detail_leaves_an_existing_message_unchanged() -> None:
     message = Instruction(content={"instruction": "look", "images": ["AAAA"]}, sender="alice")
     before, content = fields_of(message), message.content.to_dict()

@@ -115,9 +115,11 @@ class InstructionBehaviour(MessageContent):
         if not self.images:
             return text
         detail = self.image_detail or "auto"
+        if detail not in _DETAILS:
+            raise ValueError(f"InstructionContent.image_detail {detail!r} is not one of low, high, auto")
         parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
         parts.extend(
-            {"type": "image_url", "image_url": {"url": image_url(ref), "detail": detail}} for ref in self.images
+            {"type": "image_url", "image_url": {"url": _sendable(ref), "detail": detail}} for ref in self.images
         )
         return parts
 
@@ -135,3 +137,16 @@ class InstructionBehaviour(MessageContent):
         }
         shown = {name: value for name, value in sections.items() if value not in (None, "", [], {})}
         return minimal_yaml(shown).strip()
+
+
+_DETAILS = frozenset({"low", "high", "auto"})
+
+
+def _sendable(ref: Any) -> str:
+    """The URL a provider gets for an image, checked again: the content's lists and fields can be
+    changed in place after it was built (`content.images.append(...)`), and a file:// URL or any
+    other broken reference must never reach a provider."""
+    problem = image_problem(ref)
+    if problem is not None:
+        raise ValueError(f"InstructionContent.images: {problem}")
+    return image_url(ref)
