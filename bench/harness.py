@@ -85,7 +85,8 @@ def repeat(
 
 
 def run_coroutine(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run a coroutine on a fresh event loop (created outside any timed region by the caller's design)."""
+    """Run a coroutine on a fresh event loop. Making and closing the loop (~36 µs) falls inside a timed
+    region where the caller times the call (the Exchange collect), the same for every system."""
     loop = asyncio.new_event_loop()
     try:
         return loop.run_until_complete(make())

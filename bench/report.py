@@ -92,11 +92,12 @@ def _growth(run: _Run, metric: spec.Metric, workload: str, n: int, system: str =
 
 
 def _floor_value(run: _Run, metric: spec.Metric, target: spec.Target, workload: str, n: int) -> float | None:
-    """What the plain-pydantic floor measures against the same bar (None for the bars relative to it):
-    a miss the floor shares asks for more than plain pydantic delivers."""
+    """What the plain-pydantic floor measures against the same bar (None for the bars relative to it,
+    and for a growth the floor's different algorithm makes meaningless): a miss the floor shares asks
+    for more than plain pydantic delivers."""
     if target.kind in ("speedup", "memory_vs_lionagi"):
         return _throughput_ratio(run, metric, workload, n, "lionagi", system="floor")
-    if target.kind == "growth":
+    if target.kind == "growth" and metric.floor_growth_comparable:
         return _growth(run, metric, workload, n, system="floor")
     return None
 

@@ -87,3 +87,10 @@ def test_a_run_that_meets_every_bar_lists_no_miss() -> None:
     text = report.render(_document("getitem", {"lionmsg": (50.0, 40.0), "lionagi": (1.0, 1.0), "floor": (60.0, 50.0)}))
     assert _misses(text) == []
     assert text.rstrip().endswith("**Targets missed: 0**")
+
+
+def test_an_index_growth_miss_is_not_excused_by_the_floors_list_scan() -> None:
+    # The floor's progression.index is a list scan: its growth (~100x) says nothing about lionmsg's.
+    text = report.render(_document("index", {"lionmsg": (500.0, 100.0), "lionagi": (1.0, 1.0), "floor": (400.0, 4.0)}))
+    assert _misses(text) == [f"- `progression.index(id)`, N=100,000: growth ≤2{X} — measured 5{X}"]
+    assert "**Targets missed: 1**:" in text

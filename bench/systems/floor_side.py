@@ -93,6 +93,10 @@ def replace(n: int) -> Rep:
         expect(len(history.order) == n, "add-or-replace changed the size")
         for k in spec.spot_checks(len(targets)):
             expect(history.order[positions[k]] == targets[k].id, f"replaced message {k} moved")
+        last = {id(message): guidance for message, guidance in zip(targets, revisions, strict=True)}
+        for message in targets[:16]:  # as the other systems check: the revision took effect
+            current = history.items[message.id]
+            expect(current.content.guidance == last[id(message)], "a replacement did not take effect")
         return {"replace": elapsed}
 
     return rep
