@@ -19,7 +19,7 @@ from lionmsg.runtime.addressing import SenderRecipient, normalize_address
 from lionmsg.runtime.concepts import Sendable
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.element import Node, record_error
-from lionmsg.runtime.fastpath import MISSING, dump_address, json_copy, load_envelope, load_record
+from lionmsg.runtime.fastpath import ENVELOPE_CLASSES, MISSING, dump_address, json_copy, load_envelope, load_record
 from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.wire import RecordFieldError
 
@@ -50,16 +50,15 @@ class MessageBehaviour(Node, Sendable):
 
     _role: ClassVar[MessageRole]
     _content_type: ClassVar[type[MessageContent] | None]
-    # True for the classes generated from the schemas (their fields are exactly the envelope's and they
-    # add no validator, serializer or private attribute): only they take the fast roads of
-    # `lionmsg.runtime.fastpath`, which build, dump and copy exactly the envelope's fields. A user's
-    # subclass may add any of those, so it always takes pydantic's road.
-    _exact_envelope: ClassVar[bool] = False
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
-        cls._exact_envelope = cls.__module__ == _GENERATED_MODULE
+        # The classes generated from the schemas (fields exactly the envelope's, no validator,
+        # serializer or private attribute of their own) are the ones the fast roads serve; a user's
+        # subclass may add any of those, so it always takes pydantic's road.
+        if cls.__module__ == _GENERATED_MODULE:
+            ENVELOPE_CLASSES.add(cls)
 
     if TYPE_CHECKING:
         # Declared by the generated classes, from schemas/envelope.schema.json.
@@ -170,8 +169,8 @@ class MessageBehaviour(Node, Sendable):
 
     def _plain_record(self) -> dict[str, Any] | None:
         """`model_dump(mode="json")`, built directly when every value is plain JSON data already (and the
-        class is a generated one: see `_exact_envelope`)."""
-        if not self._exact_envelope:
+        class is a generated one: see `fastpath.ENVELOPE_CLASSES`)."""
+        if type(self) not in ENVELOPE_CLASSES:
             return None
         values = self.__dict__
         content = values["content"]
@@ -196,7 +195,7 @@ class MessageBehaviour(Node, Sendable):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        if type(data) is dict and cls._exact_envelope:
+        if type(data) is dict and cls in ENVELOPE_CLASSES:
             loaded: Self | None = load_record(cls, data)
             if loaded is not None:
                 return loaded
@@ -204,7 +203,7 @@ class MessageBehaviour(Node, Sendable):
 
     @classmethod
     def _load_prepared(cls, record: dict[str, Any]) -> Self:
-        if cls._exact_envelope:
+        if cls in ENVELOPE_CLASSES:
             loaded: Self | None = load_envelope(cls, record, record.get("content", MISSING))
             if loaded is not None:
                 return loaded

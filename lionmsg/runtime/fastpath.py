@@ -25,6 +25,7 @@ from lionmsg.runtime.ids import new_uuid4, parse_canonical_uuid, uuid_text
 from lionmsg.runtime.wire import RecordFieldError
 
 __all__ = [
+    "ENVELOPE_CLASSES",
     "JSON_SCALARS",
     "MISSING",
     "assemble",
@@ -41,6 +42,11 @@ M = TypeVar("M", bound=BaseModel)
 
 MISSING: Any = object()
 """An argument that was not given (None is a value: an explicit broadcast)."""
+
+ENVELOPE_CLASSES: set[type[BaseModel]] = set()
+"""The message classes the roads below build, load, dump and copy: those generated from the schemas,
+whose fields are exactly the envelope's (MessageBehaviour registers them). Kept here as a set: a class
+attribute read on a pydantic model class costs ~1k instructions (its metaclass defines __getattr__)."""
 
 _ALL_FIELDS = {"id", "created_at", "metadata", "content", "embedding", "sender", "recipient", "channel"}
 _RECORD_KEYS = frozenset({*_ALL_FIELDS, "role"})  # role is the class's: a record's is read by nobody
@@ -229,7 +235,7 @@ def copy_message(message: M) -> M:
     envelope's immutable values are shared; content, metadata and embedding are copied). Unlike
     deepcopy, a list or dict that plain JSON content or metadata holds twice is copied twice. A class
     not generated from the schemas (a user's subclass, which may add fields) gets `model_copy(deep=True)`."""
-    if not getattr(type(message), "_exact_envelope", False):
+    if type(message) not in ENVELOPE_CLASSES:
         return message.model_copy(deep=True)
     values = message.__dict__.copy()
     values["content"] = _deep_copy(values["content"])
@@ -252,7 +258,7 @@ def message_copies(message: M, count: int) -> list[M]:
         copy_content is None
         or values["metadata"]
         or values["embedding"] is not None
-        or not getattr(type(message), "_exact_envelope", False)
+        or type(message) not in ENVELOPE_CLASSES
     ):
         return [copy_message(message) for _ in range(count)]
     cls = type(message)
