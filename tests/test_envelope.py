@@ -113,11 +113,17 @@ class _HasId:
     id: Any
 
 
+class _UUIDSubclass(UUID):
+    """What libraries such as uuid6 hand out: a UUID subclass."""
+
+
 NODE = Node()
 SOME_UUID = uuid4()
 NORMALIZATION = [
     pytest.param(MessageRole.USER, MessageRole.USER, id="role stays a role"),
     pytest.param(SOME_UUID, SOME_UUID, id="uuid stays a uuid"),
+    pytest.param(_UUIDSubclass(int=SOME_UUID.int), SOME_UUID, id="a uuid subclass becomes a plain uuid"),
+    pytest.param(_HasId(_UUIDSubclass(int=SOME_UUID.int)), SOME_UUID, id="an id that is a uuid subclass too"),
     pytest.param(NODE, NODE.id, id="observable element becomes its uuid"),
     pytest.param(_HasId(SOME_UUID), SOME_UUID, id="object with a uuid id becomes it"),
     pytest.param(_HasId(str(SOME_UUID)), SOME_UUID, id="object with a uuid-string id becomes the uuid"),
@@ -138,6 +144,14 @@ def test_sender_recipient_normalization_at_construction(field: str, given: Any, 
     value = getattr(Message(**{field: given}), field)
     assert value == stored
     assert type(value) is type(stored)
+
+
+@pytest.mark.parametrize("field", ["sender", "recipient"])
+def test_a_uuid_subclass_address_writes_a_json_record(field: str) -> None:
+    message = Message(**{field: _UUIDSubclass(int=SOME_UUID.int)})
+    record = message.to_dict()
+    assert record[field] == str(SOME_UUID)
+    assert record == message.model_dump(mode="json") == json.loads(message.to_json())
 
 
 @pytest.mark.parametrize(("given", "stored"), NORMALIZATION)

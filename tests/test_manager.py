@@ -479,6 +479,15 @@ def test_metadata_is_merged_into_the_message() -> None:
     assert message.metadata == {"k": 1}
 
 
+@pytest.mark.parametrize("named", ["Instruction", "System"])
+def test_metadata_cannot_set_lion_class_and_nothing_changes(named: str) -> None:
+    manager, existing = _history_with_every_updatable_kind()
+    before = snapshot(manager)
+    with pytest.raises(ValueError, match=r"^metadata cannot set lion_class: a message's class names itself"):
+        manager.add_message(instruction=existing["instruction"], guidance="new", metadata={"lion_class": named})
+    assert snapshot(manager) == before
+
+
 def _history_with_every_updatable_kind() -> tuple[MessageManager, dict[str, Message]]:
     manager = MessageManager()
     existing = {

@@ -202,6 +202,32 @@ def test_a_subclass_private_attribute_survives_loading() -> None:
     assert loaded._hits == 1
 
 
+def test_generic_content_that_is_a_kinds_content_object_is_written_alike_by_every_serializer() -> None:
+    message = Message(content=InstructionContent(instruction="x", guidance="g"))
+    record = message.to_dict()
+    assert record["content"] == {"instruction": "x", "guidance": "g"}
+    assert message.model_dump(mode="json") == record == json.loads(message.to_json())
+    assert message.model_dump()["content"] == {"instruction": "x", "guidance": "g"}
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param("\ud800 lone surrogate", id="lone surrogate"),
+        pytest.param({"a": "\udfff"}, id="lone surrogate in a dict"),
+        pytest.param(json.loads("[" * 400 + "1" + "]" * 400), id="nested 400 deep"),
+    ],
+)
+def test_records_that_load_are_written_back_by_to_json(content: Any) -> None:
+    # A JSON text may hold a lone surrogate as an escape, and nest deeper than pydantic-core writes
+    # (~255): both load, so to_json must write them back (through the standard library).
+    record = {"id": str(uuid4()), "created_at": 1.0, "content": content}
+    message = Message.from_json(json.dumps(record))
+    text = message.to_json()
+    assert Message.from_json(text).to_dict() == message.to_dict()
+    assert json.loads(text) == message.to_dict()
+
+
 # -- malformed records ----------------------------------------------------------------------------
 
 

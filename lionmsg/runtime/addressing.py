@@ -20,7 +20,8 @@ _UUID_TEXT_LENGTHS = frozenset({32, 36, 38, 45})
 def normalize_address(value: Any) -> SenderRecipient | None:
     """Normalise a sender or recipient.
 
-    A role stays a role, a UUID stays a UUID, an object with an ``id`` becomes that UUID, a role string
+    A role stays a role, a UUID stays a UUID (a subclass's value becomes a plain UUID), an object with
+    an ``id`` becomes that UUID, a role string
     becomes the role, a UUID string becomes a UUID, any other string stays as it is and ``None`` stays
     ``None`` (explicit broadcast). Anything else raises ``ValueError("Invalid sender or recipient")``.
     """
@@ -34,11 +35,11 @@ def normalize_address(value: Any) -> SenderRecipient | None:
         if role is not None:
             return role
         return _uuid_or_none(value) or str(value)
-    if isinstance(value, UUID):
-        return value
+    if isinstance(value, UUID):  # a subclass (uuid6's, say) is stored as the plain UUID it names
+        return UUID(int=value.int)
     ident = getattr(value, "id", None)
     if isinstance(ident, UUID):
-        return ident
+        return ident if type(ident) is UUID else UUID(int=ident.int)
     if isinstance(ident, str):
         parsed = _uuid_or_none(ident)
         if parsed is not None:

@@ -6,6 +6,7 @@ through a registry of classes defined in this process (never by importing a modu
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Mapping
@@ -21,7 +22,7 @@ from pydantic import (
     field_serializer,
     field_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError, PydanticSerializationError
 
 from lionmsg.runtime.ids import new_uuid4
 from lionmsg.runtime.wire import CANONICAL_UUID, loads_json
@@ -129,7 +130,16 @@ class Element(BaseModel):
         return self.model_dump(mode=mode)
 
     def to_json(self) -> str:
-        return self.model_dump_json()
+        try:
+            return self.model_dump_json()
+        except PydanticSerializationError as error:
+            # pydantic-core writes neither a lone surrogate (JSON holds it as an escape, and records
+            # read with one load) nor values nested deeper than ~255 levels; the standard library
+            # writes both. Anything it cannot write either is pydantic's error, as before.
+            try:
+                return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
+            except (TypeError, ValueError, RecursionError):
+                raise error from None
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Self:

@@ -12,7 +12,7 @@ import copy
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-from pydantic import computed_field, model_validator
+from pydantic import computed_field, field_serializer, model_validator
 
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import SenderRecipient, normalize_address
@@ -73,6 +73,13 @@ class MessageBehaviour(Node, Sendable):
         if isinstance(data, dict) and "role" in data:
             data = {k: v for k, v in data.items() if k != "role"}
         return data
+
+    @field_serializer("content")
+    def _serialize_content(self, value: Any) -> Any:
+        # Generic content may be a kind's content object (Exchange traffic carries them): it is
+        # written as its record, as `to_dict` writes it; anything else as pydantic writes any value.
+        # The typed kinds override this (same name).
+        return value.to_dict() if isinstance(value, MessageContent) else value
 
     @computed_field  # type: ignore[prop-decorator]
     @property

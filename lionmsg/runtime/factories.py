@@ -6,7 +6,8 @@ raise `ValueError("Only one message type can be added at a time.")`, and an argu
 to the chosen kind is a `ValueError` too: nothing is silently dropped. With no kind chosen, an
 instruction is built. Passing an existing message of the chosen kind updates it instead of building one.
 Without `sender`/`recipient`, new messages keep their class defaults. `metadata` (a mapping with
-string keys, else a TypeError before anything is built or changed) is merged into the message's.
+string keys, else a TypeError before anything is built or changed; `lion_class`, which records write
+from the message's class, is a ValueError) is merged into the message's.
 """
 
 from __future__ import annotations
@@ -85,9 +86,11 @@ _KIND_ARGUMENTS = {
 def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metadata: dict[str, Any] | None) -> Message:
     """The one message the arguments describe (see the module docstring); `arguments` (the kind
     arguments, without sender, recipient and metadata) is the caller's to hand over: it is consumed."""
-    if metadata is not None and not _is_metadata(metadata):
-        # Checked first: the builders below may update an existing message in place.
-        raise TypeError(f"metadata must be a mapping with string keys, got {metadata!r}")
+    if metadata is not None:  # checked first: the builders below may update an existing message in place
+        if not _is_metadata(metadata):
+            raise TypeError(f"metadata must be a mapping with string keys, got {metadata!r}")
+        if "lion_class" in metadata:
+            raise ValueError("metadata cannot set lion_class: a message's class names itself in its records")
     kind = _kind(arguments)
     # Given: not None for action_output (falsy results such as 0 or "" still make a response), truthy
     # for every other argument.

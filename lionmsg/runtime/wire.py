@@ -46,9 +46,11 @@ class RecordFieldError(ValueError):
 
 
 def loads_json(text: str | bytes) -> Any:
-    """Strict JSON, as every other client reads it: `NaN`/`Infinity` and numbers beyond a double are
-    ValueErrors (Python's json module would turn them into floats no record can hold), and so is a
-    document nested deeper than the interpreter's recursion limit lets the decoder go."""
+    """Strict JSON: `NaN`/`Infinity` and numbers with a fraction or exponent beyond a double (`1e400`)
+    are ValueErrors (Python's json module would turn them into floats no record can hold), and so is a
+    document nested deeper than the interpreter's recursion limit lets the decoder go. An integer
+    literal is read exactly, however long (JavaScript's JSON.parse would round it; the schemas bound
+    the numbers a record holds)."""
     # What json.loads does before decoding: bytes are UTF-8/16/32 (by the BOM), a BOM in text is refused.
     if isinstance(text, (bytes, bytearray)):
         text = text.decode(json.detect_encoding(text), "surrogatepass")
