@@ -248,6 +248,8 @@ def _loc(error: ValidationError) -> tuple[Any, ...]:
         (_record(id="{" + str(uuid4()) + "}"), ("id",)),
         (_record(created_at="yesterday"), ("created_at",)),
         (_record(created_at=True), ("created_at",)),
+        (_record(created_at=2**1024 - 2**971 + 1), ("created_at",)),  # float() rounds it to the largest double
+        (_record(embedding=[1.0, -(2**1024 - 2**971 + 1)]), ("embedding",)),
         (_record(metadata=[1]), ("metadata",)),
         (_record(embedding=["a"]), ("embedding", 0)),
         (_record(channel=5), ("channel",)),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
@@ -79,13 +80,26 @@ def lion_class_name(value: str) -> str:
     return value.rpartition(".")[2] if _LION_CLASS_PATH.fullmatch(value) else value
 
 
+_DOUBLE_MAX = sys.float_info.max
+
+
+def _within_a_double(value: Any) -> Any:
+    """An integer beyond a double's range breaks the schema's bounds (float() would round it to the
+    largest double, or fail): a ValueError, as the schema validator reports it."""
+    if type(value) is int and not -_DOUBLE_MAX <= value <= _DOUBLE_MAX:
+        raise ValueError("an integer beyond the range of a double (the schema's minimum/maximum)")
+    return value
+
+
 class Element(BaseModel):
     """Anything with a durable identity: a frozen `id`, a frozen `created_at` and free `metadata`."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, arbitrary_types_allowed=True)
 
     id: Annotated[UUID, BeforeValidator(_canonical_uuid)] = Field(default_factory=new_uuid4, frozen=True)
-    created_at: float = Field(default_factory=time.time, frozen=True, strict=True, allow_inf_nan=False)
+    created_at: Annotated[float, BeforeValidator(_within_a_double)] = Field(
+        default_factory=time.time, frozen=True, strict=True, allow_inf_nan=False
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
@@ -201,3 +215,13 @@ class Node(Element):
 
     content: Any = None
     embedding: list[Annotated[float, Field(strict=True, allow_inf_nan=False)]] | None = None
+
+    @field_validator("embedding", mode="before")
+    @classmethod
+    def _embedding_within_doubles(cls, value: Any) -> Any:
+        # One pass over the list here rather than a validator call per number (embeddings are long).
+        if type(value) is list:
+            for number in value:
+                if type(number) is int:
+                    _within_a_double(number)
+        return value
