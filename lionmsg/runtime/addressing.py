@@ -6,8 +6,9 @@ from typing import Any, TypeAlias
 from uuid import UUID
 
 from lionmsg.generated.roles import MessageRole
+from lionmsg.runtime.ids import parse_canonical_uuid
 
-__all__ = ["ROLES_BY_VALUE", "SenderRecipient", "normalize_address"]
+__all__ = ["ROLES_BY_VALUE", "PlainName", "SenderRecipient", "normalize_address", "record_address"]
 
 SenderRecipient: TypeAlias = MessageRole | UUID | str
 """A role, a UUID, or any other name."""
@@ -15,6 +16,23 @@ SenderRecipient: TypeAlias = MessageRole | UUID | str
 ROLES_BY_VALUE: dict[str, MessageRole] = {role.value: role for role in MessageRole}
 # Lengths of the spellings `uuid.UUID()` parses: bare hex, hyphenated, braced, URN.
 _UUID_TEXT_LENGTHS = frozenset({32, 36, 38, 45})
+
+
+class PlainName(str):
+    """A record's sender or recipient that is a plain name, marked so that validation keeps it as text
+    even where `uuid.UUID()` would parse it (see `record_address`)."""
+
+
+def record_address(text: str) -> SenderRecipient:
+    """A sender or recipient as a record spells it: a role's value is the role, a canonical UUID (the
+    schema's `$defs/uuid`) is the UUID, and any other text is a plain name, even text `uuid.UUID()`
+    would parse (bare hex, braces, `urn:uuid:`): reading it as a UUID would change the record, which
+    the schema says holds a name there. (Python input is friendlier: see `normalize_address`.)"""
+    role = ROLES_BY_VALUE.get(text)
+    if role is not None:
+        return role
+    ident = parse_canonical_uuid(text)
+    return text if ident is None else ident
 
 
 def normalize_address(value: Any) -> SenderRecipient | None:
@@ -31,6 +49,8 @@ def normalize_address(value: Any) -> SenderRecipient | None:
     if isinstance(value, str):
         if isinstance(value, MessageRole):
             return value
+        if kind is PlainName:
+            return str(value)
         role = ROLES_BY_VALUE.get(value)
         if role is not None:
             return role

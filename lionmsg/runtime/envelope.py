@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 from pydantic import computed_field, field_serializer, model_validator
 
 from lionmsg.generated.roles import MessageRole
-from lionmsg.runtime.addressing import SenderRecipient, normalize_address
+from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
 from lionmsg.runtime.concepts import Sendable
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.element import Node, record_error
@@ -219,6 +219,11 @@ class MessageBehaviour(Node, Sendable):
     @classmethod
     def _prepare_record(cls, record: dict[str, Any]) -> None:
         record.pop("role", None)
+        for name in ("sender", "recipient"):  # text as the schema reads it: see record_address
+            address = record.get(name)
+            if type(address) is str:
+                address = record_address(address)
+                record[name] = PlainName(address) if type(address) is str else address
         content_type = cls._content_type
         if content_type is None or "content" not in record:
             return

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import ROLES_BY_VALUE as _ROLES_BY_VALUE
-from lionmsg.runtime.addressing import normalize_address
+from lionmsg.runtime.addressing import normalize_address, record_address
 from lionmsg.runtime.ids import new_uuid4, parse_canonical_uuid, uuid_text
 from lionmsg.runtime.wire import RecordFieldError
 
@@ -169,8 +169,8 @@ def _record_address(record: dict[str, Any], name: str, defaults: dict[str, Any])
     if address is MISSING:
         return defaults[name]
     if type(address) is str:
-        role = _ROLES_BY_VALUE.get(address)  # the usual value: no need to try it as a UUID
-        return normalize_address(address) if role is None else role
+        role = _ROLES_BY_VALUE.get(address)  # the usual value: no call
+        return record_address(address) if role is None else role
     return None if address is None else MISSING
 
 
