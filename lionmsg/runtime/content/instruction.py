@@ -91,20 +91,25 @@ class InstructionBehaviour(MessageContent):
     def _derive(self) -> None:
         # Built with the content, so a structure class that rejects the format fails there; kept with
         # the class and format it was built from (see _structure).
-        structure, response_format = self.structure, self.response_format
-        built = None if response_format is None else build_structure(structure, response_format)
-        self._structure_instance = (structure, response_format, built)
+        response_format = self.response_format
+        if response_format is None:  # the usual case: nothing to build or remember
+            self._structure_instance = None
+        else:
+            structure = self.structure
+            self._structure_instance = (structure, response_format, build_structure(structure, response_format))
 
     def _structure(self) -> Any:
         """The structure instance for the current `structure` and `response_format`: rebuilt when either
         was reassigned since it was built, so rendering never shows a format the content no longer has
         (a change inside a dict format shows anyway: the instance holds the dict itself)."""
-        structure, response_format = self.structure, self.response_format
-        cached = self._structure_instance
+        response_format = self.response_format
+        if response_format is None:
+            return None
+        structure, cached = self.structure, self._structure_instance
         if cached is not None and cached[0] is structure and cached[1] is response_format:
             return cached[2]
         resolved = JsonStructure if structure is None else resolve_structure(structure)
-        built = None if response_format is None else build_structure(resolved, response_format)
+        built = build_structure(resolved, response_format)
         self._structure_instance = (structure, response_format, built)
         return built
 
