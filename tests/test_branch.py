@@ -62,3 +62,24 @@ def test_a_branch_round_trips_with_its_view() -> None:
         assert loaded.progression == branch.progression
         assert loaded.progression is not loaded.msgs.progression
     assert json.loads(branch.to_json()) == record
+
+
+def test_an_empty_manager_given_as_msgs_is_the_branchs_own() -> None:
+    # An empty MessageManager is falsy: the branch must still keep it (with its observers), not a new one.
+    seen: list[str] = []
+    manager = MessageManager(on_message_added=[lambda message: seen.append(type(message).__name__)])
+    branch = Branch(msgs=manager)
+    assert branch.msgs is manager
+    branch.msgs.add_message(instruction="hello")
+    assert seen == ["Instruction"]
+    assert len(manager) == 1
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"messages": [Instruction()]}, {"system": System()}, {"progression": []}, {"on_message_added": [print]}],
+    ids=["messages", "system", "progression", "on_message_added"],
+)
+def test_msgs_with_anything_a_new_manager_would_take_is_a_value_error(extra: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match=r"^pass either msgs or messages/system/progression/on_message_added"):
+        Branch(msgs=MessageManager(), **extra)  # type: ignore[arg-type]

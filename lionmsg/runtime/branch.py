@@ -37,9 +37,11 @@ class Branch(Element):
         **data: Any,
     ) -> None:
         super().__init__(**data)
-        if msgs is not None and (messages is not None or system is not None or progression is not None):
-            raise ValueError("pass either msgs or messages/system/progression, not both")
-        manager = msgs or MessageManager(messages, progression, system, on_message_added)
+        given = (messages, system, progression, on_message_added)
+        if msgs is not None and any(value is not None for value in given):
+            raise ValueError("pass either msgs or messages/system/progression/on_message_added, not both")
+        # `is None`, not `or`: an empty manager is falsy, and the caller's (with its observers) must stay.
+        manager = msgs if msgs is not None else MessageManager(messages, progression, system, on_message_added)
         object.__setattr__(self, "_msgs", manager)  # plain attribute: pydantic PrivateAttrs are slow
         view = self.metadata.get(CURRENT_PROGRESSION)
         if isinstance(view, Mapping):
