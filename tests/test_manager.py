@@ -7,6 +7,7 @@ import asyncio
 import copy
 import inspect
 import sys
+import threading
 import typing
 from collections.abc import Iterable
 from typing import Any
@@ -738,3 +739,48 @@ def test_a_manager_record_round_trips_with_the_identity_of_its_pile_and_order() 
     assert loaded.to_dict() == manager.to_dict()
     assert (loaded.messages.id, loaded.messages.created_at) == (manager.messages.id, manager.messages.created_at)
     assert loaded.progression.id == manager.progression.id
+
+
+# -- the history keeps its own copies of what callers pass ----------------------------------------
+
+
+def test_a_callers_context_changed_later_does_not_rewrite_the_history() -> None:
+    manager = MessageManager()
+    state: dict[str, Any] = {"step": 1, "seen": [1]}
+    manager.add_message(instruction="go", context=state)  # the direct road for a new instruction
+    manager.add_message(instruction="go", context=[state], guidance="g", plain_content=None)
+    manager.add_message(instruction="go", context=state, handle_context="replace")  # the general road
+    state["step"] = 2
+    state["seen"].append(2)
+    contexts = [message.content.prompt_context for message in manager]
+    assert contexts == [[{"step": 1, "seen": [1]}]] * 3
+
+
+def test_a_tools_output_and_a_constructors_content_changed_later_stay_as_recorded() -> None:
+    manager = MessageManager()
+    arguments = {"path": ["a"]}
+    request = manager.add_message(action_function="read", action_arguments=arguments)
+    output: dict[str, Any] = {"rows": [1]}
+    response = manager.add_message(action_request=request, action_output=output)
+    later: dict[str, Any] = {"rows": [3]}
+    manager.add_message(action_request=request, action_response=response, action_output=later)
+    schema = {"type": "function", "function": {"name": "read"}}
+    instruction = Instruction(content={"instruction": "q", "tool_schemas": [schema], "response_format": {"a": 1}})
+    arguments["path"].append("b")
+    output["rows"].append(2)
+    later["rows"].append(4)
+    schema["function"]["name"] = "changed"
+    assert request.content.arguments == {"path": ["a"]}
+    assert response.content.output == {"rows": [3]}
+    assert instruction.content.tool_schemas == [{"type": "function", "function": {"name": "read"}}]
+    instruction.update(response_format=schema)
+    schema["type"] = "changed again"
+    assert instruction.content.response_format == {"type": "function", "function": {"name": "changed"}}
+
+
+def test_a_context_value_deepcopy_cannot_copy_is_kept_as_given() -> None:
+    lock = threading.Lock()  # no deepcopy: the context is kept as given rather than refused
+    manager = MessageManager()
+    for context in ([{"lock": lock}], {"lock": lock}):
+        message = manager.add_message(instruction="x", context=context)
+        assert message.content.prompt_context[0]["lock"] is lock

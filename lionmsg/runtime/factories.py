@@ -12,7 +12,6 @@ from the message's class, is a ValueError) is merged into the message's.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
@@ -27,6 +26,7 @@ from lionmsg.generated.messages import (
     Message,
     System,
 )
+from lionmsg.runtime.content.base import owned_copy
 from lionmsg.runtime.fastpath import MISSING, assemble
 
 __all__ = [
@@ -189,7 +189,7 @@ def build_new_instruction(arguments: dict[str, Any]) -> Message | None:
     content = InstructionContent._new_with_plain(texts)
     assert content is not None  # the exact class: it never declines
     if context is not None:
-        content.prompt_context = list(context)  # what normalising a list makes of it: its copy
+        content.prompt_context = owned_copy(context)  # the caller's list and what it holds stay the caller's
     sender, recipient = get("sender", MISSING), get("recipient", MISSING)
     return assemble(  # type: ignore[no-any-return]
         Instruction, content, MISSING if sender is None else sender, MISSING if recipient is None else recipient
@@ -218,7 +218,7 @@ def create_action_response(
     response = ActionResponse(
         content={
             "function": action_request.function,
-            "arguments": copy.deepcopy(action_request.arguments),
+            "arguments": action_request.arguments,  # the content copies what it is given
             "output": action_output,
             "action_request_id": str(action_request.id),
         },
@@ -270,8 +270,8 @@ def _instruction(given: dict[str, Any], routing: dict[str, Any]) -> Message:
         del given["instruction"]
         existing.update(**routing, **given)
         return existing
-    # The kind's arguments are all content input names and `given` is ours: no check, no copy needed.
-    content = InstructionContent._from_input(given)
+    # The kind's arguments are all content input names: no check. Their values are the caller's: copied.
+    content = InstructionContent._from_input({name: owned_copy(value) for name, value in given.items()})
     return assemble(Instruction, content, **routing)  # type: ignore[no-any-return]
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "MISSING",
     "assemble",
     "copy_message",
+    "deep_copy",
     "dump_address",
     "json_copy",
     "load_envelope",
@@ -238,9 +239,9 @@ def copy_message(message: M) -> M:
     if type(message) not in ENVELOPE_CLASSES:
         return message.model_copy(deep=True)
     values = message.__dict__.copy()
-    values["content"] = _deep_copy(values["content"])
+    values["content"] = deep_copy(values["content"])
     metadata = values["metadata"]
-    values["metadata"] = _deep_copy(metadata) if metadata else {}  # usually empty: nothing to walk
+    values["metadata"] = deep_copy(metadata) if metadata else {}  # usually empty: nothing to walk
     if values["embedding"] is not None:
         values["embedding"] = list(values["embedding"])
     copied: M = trusted_instance(type(message), values, message.__pydantic_fields_set__.copy())
@@ -299,9 +300,9 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _deep_copy(value: Any) -> Any:
-    # Plain JSON (the usual content and metadata) is copied by json_copy, several times faster than
-    # deepcopy; anything else (typed content, NaN, tuples...) goes through deepcopy.
+def deep_copy(value: Any) -> Any:
+    """A deep copy: plain JSON (the usual content and metadata) by json_copy, several times faster than
+    deepcopy; anything else (typed content, NaN, tuples...) by deepcopy (classes are shared)."""
     try:
         copied = json_copy(value)
     except RecursionError:  # a self-referencing (or very deep) value: deepcopy keeps its shape

@@ -7,10 +7,12 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from lionmsg.runtime.fastpath import deep_copy
+
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["MessageContent", "shallow_copy"]
+__all__ = ["MessageContent", "owned_copy", "shallow_copy"]
 
 
 class MessageContent:
@@ -68,7 +70,7 @@ class MessageContent:
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
         """Build from field values; an unknown name raises ValueError naming it."""
         cls._check_input_names(data.keys())
-        return cls._from_input(dict(data))
+        return cls._from_input(_owned(data))
 
     @classmethod
     def _check_input_names(cls, names: Iterable[str]) -> None:
@@ -87,6 +89,8 @@ class MessageContent:
 
     def updated(self, **changes: Any) -> Self:
         """A new content with `changes` applied through `from_dict`; this one is left untouched."""
+        if any(type(value) is not str for value in changes.values()):  # text (the usual change) is immutable
+            changes = _owned(changes)
         if changes.keys() <= self._PLAIN_FIELDS:  # fields, so input names: nothing for the name check to find
             content = self._with_plain_changes(changes)
             if content is not None:
@@ -121,6 +125,22 @@ def _public_fields(cls: type[MessageContent]) -> tuple[str, ...]:
         fields = dataclasses.fields(cls)  # type: ignore[arg-type]
         names = _PUBLIC_FIELDS[cls] = tuple(f.name for f in fields if not f.name.startswith("_"))
     return names
+
+
+def owned_copy(value: Any) -> Any:
+    """A caller's input value deep-copied: content keeps its own lists and dicts, so a caller that goes
+    on changing its `context` dict or a tool's output never rewrites a recorded message. A value that
+    deepcopy cannot copy (a lock, a live connection) is kept as given, as before."""
+    if type(value) is str:
+        return value
+    try:
+        return deep_copy(value)
+    except Exception:  # uncopyable: sharing it is all that can be done (it is no JSON either)
+        return value
+
+
+def _owned(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: owned_copy(value) for name, value in values.items()}
 
 
 def shallow_copy(value: Any) -> Any:
