@@ -784,3 +784,14 @@ def test_a_context_value_deepcopy_cannot_copy_is_kept_as_given() -> None:
     for context in ([{"lock": lock}], {"lock": lock}):
         message = manager.add_message(instruction="x", context=context)
         assert message.content.prompt_context[0]["lock"] is lock
+
+
+@pytest.mark.parametrize("road", ["direct", "general"])
+def test_a_flat_context_record_changed_later_stays_as_recorded(road: str) -> None:
+    # A list of flat dicts (the usual context) is copied without the general walk: still its own dicts.
+    record: dict[str, Any] = {"doc": 1, "topic": "physics", "score": 0.5, "seen": None}
+    extra = {} if road == "direct" else {"handle_context": "replace"}
+    message = MessageManager().add_message(instruction="x", context=[record, "note", 3], **extra)
+    record["doc"] = 2
+    assert message.content.prompt_context == [{"doc": 1, "topic": "physics", "score": 0.5, "seen": None}, "note", 3]
+    assert message.content.prompt_context[0] is not record
