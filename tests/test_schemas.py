@@ -119,6 +119,23 @@ def test_properties_without_object_type_is_reported(schema_copy: Path) -> None:
     assert any('needs `"type": "object"`' in p for p in found), found
 
 
+def test_an_optional_content_property_without_a_default_is_reported(schema_copy: Path) -> None:
+    # The generated dataclass would need a value for it, and records that leave it out would not load.
+    _edit(schema_copy, "content/system.schema.json", lambda d: d["properties"].update({"note": {"type": "string"}}))
+    found = list(problems(SchemaSet.load(schema_copy)))
+    assert any("content/system.schema.json#/properties/note: an optional content property needs a" in p for p in found)
+
+
+def test_an_unknown_annotation_is_reported(schema_copy: Path) -> None:
+    _edit(
+        schema_copy,
+        "content/system.schema.json",
+        lambda d: d["properties"]["system_datetime"].update({"x-lionmsg-omitt": ["null"]}),
+    )
+    found = list(problems(SchemaSet.load(schema_copy)))
+    assert any("unknown annotation 'x-lionmsg-omitt'" in p for p in found), found
+
+
 def test_no_ref_resolution_touches_the_network(monkeypatch: pytest.MonkeyPatch, schemas: SchemaSet) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("network access attempted")

@@ -53,6 +53,21 @@ def subschemas(schema: Any, pointer: str = "") -> Iterator[tuple[str, dict[str, 
             yield from subschemas(sub, f"{pointer}/{keyword}/{index}")
 
 
+# The `x-` annotations the generators, the bundle and the clients read; any other is a misspelling.
+ANNOTATIONS = frozenset(
+    {
+        "x-enum-varnames",
+        "x-python-type",
+        "x-lionmsg-behaviour",
+        "x-lionmsg-declared-by",
+        "x-lionmsg-omit",
+        "x-lionmsg-plain-update",
+        "x-lionmsg-python-fields",
+        "x-lionmsg-schema-version",
+    }
+)
+
+
 def problems(schemas: SchemaSet) -> Iterator[str]:
     """Every way the schema set breaks a rule; nothing when it is sound."""
     seen_ids: dict[str, str] = {}
@@ -66,7 +81,17 @@ def problems(schemas: SchemaSet) -> Iterator[str]:
             yield f"{name}: $id must be {expected_id}"
         seen_ids[schema.get("$id", "")] = name
         resolver = schemas.resolver(schema)
+        if name.startswith("content/"):
+            required = set(schema.get("required", ()))
+            for field, sub in schema.get("properties", {}).items():
+                if field not in required and "default" not in sub:
+                    yield (
+                        f"{name}#/properties/{field}: an optional content property needs a `default` "
+                        "(the generated class's value when a record leaves it out)"
+                    )
         for pointer, sub in subschemas(schema):
+            for keyword in sorted(k for k in sub if k.startswith("x-") and k not in ANNOTATIONS):
+                yield f"{name}#{pointer}: unknown annotation {keyword!r} (a misspelling is ignored silently)"
             keywords = {k for k in sub if not k.startswith("x-")} - (ROOT_KEYWORDS if pointer == "" else frozenset())
             for keyword in sorted(keywords - PORTABLE_KEYWORDS):
                 yield f"{name}#{pointer}: keyword {keyword!r} is outside the portable subset"
