@@ -14,6 +14,7 @@ from types import ModuleType
 
 import pytest
 from generate import OUTPUT_DIR, SCHEMA_DIR, Check, compile_check, render_all, stale_report
+from jsonschema.validators import Draft202012Validator
 
 from lionmsg import MessageRole
 from lionmsg.runtime.wire import matches
@@ -150,7 +151,10 @@ def test_a_changed_kind_default_changes_the_message_class(modified_package: Modu
         ({"type": "string"}, ["", "x"], [None, 1, b"x"]),
         ({"type": ["string", "null"]}, ["x", None], [1, []]),
         ({"type": "number"}, [1, 1.5, -2], [True, "1", None]),
-        ({"type": "integer"}, [1, -3], [1.5, False]),
+        ({"type": "integer"}, [1, -3, 1.0], [1.5, False]),  # JSON Schema: 1.0 is an integer
+        ({"enum": [0, 1, None]}, [0, 1, 1.0, None], [False, True, 2]),  # a bool is not a number
+        ({"enum": [True]}, [True], [1, 1.0]),
+        ({"const": 0}, [0, 0.0], [False, None]),
         ({"type": "array", "items": {"type": "object"}}, [[], [{}]], [[1], {}, "x"]),
         ({"enum": ["low", "high", None]}, ["low", None], ["ultra", 0]),
         ({"const": "user"}, ["user"], ["system"]),
@@ -168,6 +172,22 @@ def test_compiled_checks_accept_exactly_what_the_schema_accepts(schema: dict, go
         assert eval(check.expr.replace("{v}", "value"), namespace, {"value": value}), value
     for value in bad:
         assert not eval(check.expr.replace("{v}", "value"), namespace, {"value": value}), value
+    if "pattern" not in schema:  # Python's jsonschema reads `$` as Python does ("a\n" passes "^a+$"), not ECMA
+        validator = Draft202012Validator(schema)
+        assert [validator.is_valid(value) for value in good + bad] == [True] * len(good) + [False] * len(bad)
+
+
+@pytest.mark.parametrize(
+    ("schema", "refusal"),
+    [
+        ({"type": "string", "pattern": "^v"}, "unanchored pattern"),  # JSON Schema searches; matches() is whole
+        ({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}, "cannot compile oneOf"),
+        ({"enum": [0, True]}, "mixes booleans and numbers"),
+    ],
+)
+def test_what_a_wire_check_would_read_differently_is_refused(schema: dict, refusal: str) -> None:
+    with pytest.raises(ValueError, match=refusal):
+        compile_check(schema)
 
 
 def test_compiling_accepts_everything_for_empty_schemas_and_refuses_unknown_keywords() -> None:

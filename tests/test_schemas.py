@@ -126,6 +126,16 @@ def test_an_optional_content_property_without_a_default_is_reported(schema_copy:
     assert any("content/system.schema.json#/properties/note: an optional content property needs a" in p for p in found)
 
 
+def test_an_unanchored_pattern_is_reported(schema_copy: Path) -> None:
+    _edit(
+        schema_copy,
+        "content/system.schema.json",
+        lambda d: d["properties"]["system_message"].update({"pattern": "^You"}),
+    )
+    found = list(problems(SchemaSet.load(schema_copy)))
+    assert any("pattern '^You' must be anchored with ^...$" in p for p in found), found
+
+
 def test_an_unknown_annotation_is_reported(schema_copy: Path) -> None:
     _edit(
         schema_copy,

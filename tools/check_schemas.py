@@ -95,6 +95,10 @@ def problems(schemas: SchemaSet) -> Iterator[str]:
             keywords = {k for k in sub if not k.startswith("x-")} - (ROOT_KEYWORDS if pointer == "" else frozenset())
             for keyword in sorted(keywords - PORTABLE_KEYWORDS):
                 yield f"{name}#{pointer}: keyword {keyword!r} is outside the portable subset"
+            pattern = sub.get("pattern")
+            if isinstance(pattern, str) and not (pattern.startswith("^") and pattern.endswith("$")):
+                # Every client must read it alike: anchored, search and whole-string matching agree.
+                yield f"{name}#{pointer}: pattern {pattern!r} must be anchored with ^...$"
             if "properties" in sub and sub.get("type") != "object":
                 yield f'{name}#{pointer}: `properties` needs `"type": "object"` beside it (ajv strict mode)'
             if "$ref" in sub:

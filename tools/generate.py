@@ -111,7 +111,11 @@ class Check:
 
 _TYPE_CHECKS = {
     "string": ("isinstance({v}, str)", "a string"),
-    "integer": ("(isinstance({v}, int) and not isinstance({v}, bool))", "an integer"),
+    # JSON Schema counts 1.0 as an integer (numbers compare by value); a bool is never a number.
+    "integer": (
+        "((isinstance({v}, int) and not isinstance({v}, bool)) or (isinstance({v}, float) and {v}.is_integer()))",
+        "an integer",
+    ),
     "number": ("(isinstance({v}, (int, float)) and not isinstance({v}, bool))", "a number"),
     "boolean": ("isinstance({v}, bool)", "a boolean"),
     "object": ("isinstance({v}, dict)", "an object"),
@@ -125,6 +129,20 @@ _SUPPORTED_CHECK_KEYWORDS = {
     # annotations: no effect on validity
     "title", "description", "default", "readOnly", "format",
 }  # fmt: skip
+
+
+def _one_of(values: list[Any]) -> str:
+    """`{v}` equal to one of `values` as JSON compares: Python's `==` takes True for 1 and 0 for False,
+    so a bool matches only bools and a number only numbers."""
+    bools = [value for value in values if isinstance(value, bool)]
+    numbers = [value for value in values if isinstance(value, (int, float)) and not isinstance(value, bool)]
+    if bools and numbers:
+        raise ValueError(f"cannot compile an enum that mixes booleans and numbers: {values!r}")
+    if bools:
+        return f"(isinstance({{v}}, bool) and {{v}} in {tuple(values)!r})"
+    if numbers:
+        return f"(not isinstance({{v}}, bool) and {{v}} in {tuple(values)!r})"
+    return f"{{v}} in {tuple(values)!r}"
 
 
 def compile_check(schema: Any, depth: int = 0) -> Check | None:
@@ -141,7 +159,12 @@ def compile_check(schema: Any, depth: int = 0) -> Check | None:
     # Constraints that apply to strings only; joined to the type check when it is exactly "string".
     string_conds: list[Check] = []
     if "pattern" in schema:
-        string_conds.append(Check(f"matches({schema['pattern']!r}, {{v}})", f"matching {schema['pattern']}"))
+        pattern = schema["pattern"]
+        # `matches` applies a pattern to the whole string (fullmatch, ECMA-262's `$`): the same as JSON
+        # Schema's search only for a pattern anchored at both ends, which check_schemas requires.
+        if not (pattern.startswith("^") and pattern.endswith("$")):
+            raise ValueError(f"cannot compile an unanchored pattern {pattern!r}: anchor it with ^...$")
+        string_conds.append(Check(f"matches({pattern!r}, {{v}})", f"matching {pattern}"))
     for keyword, op in (("minLength", ">="), ("maxLength", "<=")):
         if keyword in schema:
             string_conds.append(Check(f"len({{v}}) {op} {schema[keyword]}", f"with {keyword} {schema[keyword]}"))
@@ -158,9 +181,9 @@ def compile_check(schema: Any, depth: int = 0) -> Check | None:
             parts.append(Check(expr, f"a string {string_cond.expected} when a string"))
     if "enum" in schema:
         choices = ", ".join(map(json.dumps, schema["enum"]))
-        parts.append(Check(f"{{v}} in {tuple(schema['enum'])!r}", f"one of {choices}"))
+        parts.append(Check(_one_of(schema["enum"]), f"one of {choices}"))
     if "const" in schema:
-        parts.append(Check(f"{{v}} == {schema['const']!r}", f"exactly {json.dumps(schema['const'])}"))
+        parts.append(Check(_one_of([schema["const"]]), f"exactly {json.dumps(schema['const'])}"))
     for keyword, op in (("minimum", ">="), ("maximum", "<=")):
         if keyword in schema:
             cond = f"{{v}} {op} {schema[keyword]!r}"
@@ -178,12 +201,13 @@ def compile_check(schema: Any, depth: int = 0) -> Check | None:
                 )
             else:
                 parts.append(Check(f"(not isinstance({{v}}, list) or {cond})", f"an array of {item.expected}"))
-    for keyword in ("anyOf", "oneOf"):
-        if keyword in schema:
-            branches = [compile_check(branch, depth) for branch in schema[keyword]]
-            if all(branch is not None for branch in branches):
-                checks = [branch for branch in branches if branch is not None]
-                parts.append(Check(_any_of([c.expr for c in checks]), " or ".join(c.expected for c in checks)))
+    if "oneOf" in schema:  # "exactly one" is not "any": reading it as anyOf would accept what it refuses
+        raise ValueError("cannot compile oneOf into a wire check: use anyOf with branches that exclude each other")
+    if "anyOf" in schema:
+        branches = [compile_check(branch, depth) for branch in schema["anyOf"]]
+        if all(branch is not None for branch in branches):
+            checks = [branch for branch in branches if branch is not None]
+            parts.append(Check(_any_of([c.expr for c in checks]), " or ".join(c.expected for c in checks)))
     for branch in schema.get("allOf", []):
         check = compile_check(branch, depth)
         if check is not None:
