@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -83,3 +84,35 @@ def test_an_empty_manager_given_as_msgs_is_the_branchs_own() -> None:
 def test_msgs_with_anything_a_new_manager_would_take_is_a_value_error(extra: dict[str, object]) -> None:
     with pytest.raises(ValueError, match=r"^pass either msgs or messages/system/progression/on_message_added"):
         Branch(msgs=MessageManager(), **extra)  # type: ignore[arg-type]
+
+
+def test_the_selected_view_follows_the_history() -> None:
+    branch = _branch()  # S, one, two, three
+    system, _, _, three = (message.id for message in branch.messages)
+    view = Progression(order=[system, three], name="recent")
+    branch.metadata["current_progression"] = view
+    added = branch.msgs.add_message(instruction="four")
+    asyncio.run(branch.msgs.a_add_message(instruction="five"))
+    branch.msgs.add_message(instruction=branch.messages[3], guidance="revised")  # already in the view
+    assert list(view)[:3] == [system, three, added.id]
+    assert len(view) == 4
+    assert len(branch.messages) == 6  # the view selects; the history keeps every record
+
+    new_system = System(content={"system_message": "S2"})
+    branch.msgs.set_system(new_system)
+    assert view[0] == new_system.id
+    assert system not in view
+    chat = branch.msgs.to_chat_msgs(branch.progression)
+    assert [m["content"] for m in chat][:2] == ["S2", "Guidance: revised\nInstruction: three"]
+
+    branch.msgs.clear_messages()
+    assert list(view) == [new_system.id]
+    assert branch.msgs.to_chat_msgs(branch.progression) == [{"role": "system", "content": "S2"}]
+
+
+def test_without_a_selected_view_the_branch_reads_the_whole_history() -> None:
+    branch = _branch()
+    branch.msgs.add_message(instruction="four")
+    branch.msgs.clear_messages()
+    assert branch.progression is branch.msgs.progression
+    assert "current_progression" not in branch.metadata

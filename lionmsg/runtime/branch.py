@@ -22,7 +22,13 @@ CURRENT_PROGRESSION = "current_progression"
 class Branch(Element):
     """An identified conversation: `msgs` (its MessageManager), `messages` (the Pile of records) and
     `progression`, which is `metadata["current_progression"]` when set (a selected view; the records it
-    leaves out stay in `messages`) and the whole history otherwise."""
+    leaves out stay in `messages`) and the whole history otherwise.
+
+    As in LionAGI, the view follows its history: a message added (or replaced) joins it when it is not
+    in it yet, and after `set_system` / `clear_messages` it names only messages the history holds, with
+    the current system message first. The branch does this through one message-added observer and
+    one history listener on its manager (they appear in `msgs.on_message_added` and
+    `msgs.on_history_changed`)."""
 
     if TYPE_CHECKING:
         _msgs: MessageManager
@@ -46,6 +52,27 @@ class Branch(Element):
         view = self.metadata.get(CURRENT_PROGRESSION)
         if isinstance(view, Mapping):
             self.metadata[CURRENT_PROGRESSION] = Progression.from_dict(view)
+        # The selected view follows the history, as LionAGI's branch keeps it: added messages join it,
+        # and set_system / clear_messages never leave it naming messages the history no longer holds.
+        manager.on_message_added.append(self._track_in_view)
+        manager.on_history_changed.append(self._keep_view_in_step)
+
+    def _track_in_view(self, message: Message) -> None:
+        view = self.metadata.get(CURRENT_PROGRESSION)
+        if isinstance(view, Progression) and not isinstance(message, System) and message.id not in view:
+            view.append(message.id)  # a system message is placed by _keep_view_in_step
+
+    def _keep_view_in_step(self, event: str) -> None:
+        view = self.metadata.get(CURRENT_PROGRESSION)
+        if not isinstance(view, Progression):
+            return
+        held = self._msgs.messages
+        gone = [ident for ident in view if ident not in held]  # a replaced system, or everything cleared
+        if gone:
+            view.exclude(gone)
+        system = self._msgs.system
+        if system is not None and system.id not in view:
+            view.insert(0, system.id)
 
     @property
     def msgs(self) -> MessageManager:
