@@ -116,3 +116,18 @@ def test_without_a_selected_view_the_branch_reads_the_whole_history() -> None:
     branch.msgs.clear_messages()
     assert branch.progression is branch.msgs.progression
     assert "current_progression" not in branch.metadata
+
+
+def test_a_system_prompt_given_as_text_is_a_system_message_to_the_branch() -> None:
+    # LionAGI's Branch(system="...", system_datetime=...): sender system, recipient the branch.
+    branch = Branch(system="You are B", system_datetime="2025")
+    assert isinstance(branch.system, System)
+    assert branch.system.rendered == "System Time: 2025\n\nYou are B"
+    assert branch.system.recipient == branch.id
+    assert branch.messages[0] is branch.system
+    assert Branch(system="plain").system.rendered == "plain"  # type: ignore[union-attr]
+
+
+def test_a_system_datetime_without_a_text_prompt_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match=r"^system_datetime goes with a system prompt given as text$"):
+        Branch(system=System(), system_datetime="2025")

@@ -36,16 +36,22 @@ class Branch(Element):
     def __init__(
         self,
         messages: Any = None,
-        system: System | None = None,
+        system: System | str | None = None,
         progression: Progression | list[Any] | None = None,
         on_message_added: list[MessageCallback] | None = None,
         msgs: MessageManager | None = None,
+        system_datetime: Any = None,
         **data: Any,
     ) -> None:
         super().__init__(**data)
         given = (messages, system, progression, on_message_added)
         if msgs is not None and any(value is not None for value in given):
             raise ValueError("pass either msgs or messages/system/progression/on_message_added, not both")
+        if system_datetime is not None and not isinstance(system, str):
+            raise ValueError("system_datetime goes with a system prompt given as text")
+        if isinstance(system, str):  # LionAGI's Branch(system="..."): a system message to this branch
+            content = {"system_message": system, "system_datetime": system_datetime}
+            system = System(content=content, recipient=self.id)
         # `is None`, not `or`: an empty manager is falsy, and the caller's (with its observers) must stay.
         manager = msgs if msgs is not None else MessageManager(messages, progression, system, on_message_added)
         object.__setattr__(self, "_msgs", manager)  # plain attribute: pydantic PrivateAttrs are slow
