@@ -795,3 +795,11 @@ def test_a_flat_context_record_changed_later_stays_as_recorded(road: str) -> Non
     record["doc"] = 2
     assert message.content.prompt_context == [{"doc": 1, "topic": "physics", "score": 0.5, "seen": None}, "note", 3]
     assert message.content.prompt_context[0] is not record
+
+
+def test_the_repr_says_what_the_history_holds() -> None:
+    manager = MessageManager(on_message_added=[print])
+    assert repr(manager) == "<MessageManager: 0 messages, system none, 1 observers, 0 history listeners>"
+    system = manager.add_message(system="S")
+    manager.add_message(instruction="hi")
+    assert repr(manager) == f"<MessageManager: 2 messages, system {system.id}, 1 observers, 0 history listeners>"

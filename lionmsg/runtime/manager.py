@@ -266,6 +266,13 @@ class MessageManager:
     def __len__(self) -> int:
         return len(self.messages)
 
+    def __repr__(self) -> str:
+        system = "none" if self.system is None else str(self.system.id)
+        return (
+            f"<MessageManager: {len(self.messages)} messages, system {system}, "
+            f"{len(self.on_message_added)} observers, {len(self.on_history_changed)} history listeners>"
+        )
+
     def __bool__(self) -> bool:
         return bool(self.messages)
 
