@@ -646,3 +646,27 @@ def test_a_user_subclass_is_copied_by_pydantic_with_its_own_fields() -> None:
         copied.tags.append("changed")
     assert original.tags == ["a"]  # no copy shares the subclass's list
     assert len({id(copied.tags) for copied in copies}) == len(copies)
+
+
+def _containers(value: Any) -> set[int]:
+    """The ids of `value` and of the lists and dicts it holds directly."""
+    held = value if isinstance(value, list) else list(value.values())
+    return {id(item) for item in (value, *held) if isinstance(item, (list, dict))}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [{"doc": 1, "topic": "t", "score": 0.5, "none": None, "flag": True}, "note", 3],  # the flat road
+        [{"doc": 1, "nested": [1]}],  # not flat: json_copy
+        [{1: "int key"}],  # not JSON: deepcopy
+        [{"x": float("nan")}],
+        {"a": [{"b": 1}]},
+        [],
+    ],
+    ids=["flat records", "nested", "int key", "nan", "dict", "empty"],
+)
+def test_deep_copy_equals_deepcopy_and_shares_no_container(value: Any) -> None:
+    copied = fastpath.deep_copy(value)
+    assert repr(copied) == repr(copy.deepcopy(value))  # repr: NaN != NaN
+    assert not _containers(value) & _containers(copied)

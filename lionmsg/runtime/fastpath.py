@@ -296,13 +296,35 @@ def _flat_copier(value: Any) -> Any:
     return None
 
 
+def _flat_records_copy(items: list[Any]) -> list[Any] | None:
+    """A copy of a list of atoms and dicts of atoms with str keys, each dict copied; None for any other."""
+    copied: list[Any] = []
+    for item in items:
+        kind = type(item)
+        if kind is dict:
+            for key, field in item.items():
+                if type(key) is not str or type(field) not in _ATOMS:
+                    return None
+            copied.append(item.copy())
+        elif kind in _ATOMS:
+            copied.append(item)
+        else:
+            return None
+    return copied
+
+
 def _same(value: Any) -> Any:
     return value
 
 
 def deep_copy(value: Any) -> Any:
     """A deep copy: plain JSON (the usual content and metadata) by json_copy, several times faster than
-    deepcopy; anything else (typed content, NaN, tuples...) by deepcopy (classes are shared)."""
+    deepcopy; anything else (typed content, NaN, tuples...) by deepcopy (classes are shared). A list of
+    atoms and flat records (the usual instruction context) is copied without json_copy's recursion."""
+    if type(value) is list:
+        copied = _flat_records_copy(value)
+        if copied is not None:
+            return copied
     try:
         copied = json_copy(value)
     except RecursionError:  # a self-referencing (or very deep) value: deepcopy keeps its shape

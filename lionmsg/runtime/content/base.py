@@ -131,37 +131,12 @@ def owned_copy(value: Any) -> Any:
     """A caller's input value deep-copied: content keeps its own lists and dicts, so a caller that goes
     on changing its `context` dict or a tool's output never rewrites a recorded message. A value that
     deepcopy cannot copy (a lock, a live connection) is kept as given, as before."""
-    kind = type(value)
-    if kind is str:
+    if type(value) is str:
         return value
-    if kind is list:  # the usual context: a list of flat dicts, copied without json_copy's recursion
-        copied = _flat_records_copy(value)
-        if copied is not None:
-            return copied
     try:
         return deep_copy(value)
     except Exception:  # uncopyable: sharing it is all that can be done (it is no JSON either)
         return value
-
-
-_ATOMS = frozenset({str, int, float, bool, type(None)})
-
-
-def _flat_records_copy(items: list[Any]) -> list[Any] | None:
-    """A copy of a list of atoms and dicts of atoms (str keys), each dict copied; None for any other."""
-    copied: list[Any] = []
-    for item in items:
-        kind = type(item)
-        if kind is dict:
-            for key, field in item.items():
-                if type(key) is not str or type(field) not in _ATOMS:
-                    return None
-            copied.append(item.copy())
-        elif kind in _ATOMS:
-            copied.append(item)
-        else:
-            return None
-    return copied
 
 
 def _owned(values: Mapping[str, Any]) -> dict[str, Any]:
