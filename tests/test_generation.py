@@ -35,11 +35,18 @@ def test_rendering_is_byte_identical_and_matches_the_committed_files(rendered: d
 
 def test_every_generated_file_says_do_not_edit_and_names_its_sources(rendered: dict[str, str]) -> None:
     for name, text in rendered.items():
-        first, second = text.splitlines()[:2]
+        first, second, third = text.splitlines()[:3]
         assert first.startswith("# DO NOT EDIT"), name
-        assert second.startswith("# sources: schemas/"), name
-    assert "schemas/content/instruction.schema.json" in rendered["content.py"].splitlines()[1]
-    assert "schemas/envelope.schema.json" in rendered["messages.py"].splitlines()[1]
+        assert second.startswith("# sources: "), name
+        assert third.startswith("# template: templates/"), name
+        assert (ROOT / third.removeprefix("# template: ")).is_file(), name  # a template that exists
+    content_sources = rendered["content.py"].splitlines()[1]
+    assert "schemas/content/instruction.schema.json" in content_sources
+    assert "schemas/envelope.schema.json" in content_sources  # its UUID pattern is inlined there
+    message_sources = rendered["messages.py"].splitlines()[1]
+    assert "schemas/envelope.schema.json" in message_sources
+    assert "schemas/content/system.schema.json" in message_sources  # content class names come from titles
+    assert rendered["__init__.py"].splitlines()[1] == "# sources: none (no schema is read)"
 
 
 def test_editing_a_generated_line_is_reported_with_a_diff(tmp_path: Path, rendered: dict[str, str]) -> None:
