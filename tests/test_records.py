@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import re
+from collections.abc import Callable
 from typing import Any
 from uuid import uuid4
 
@@ -22,6 +25,8 @@ from lionmsg import (
     Instruction,
     InstructionContent,
     Message,
+    MessageManager,
+    Pile,
     System,
 )
 from lionmsg.runtime.fastpath import ENVELOPE_CLASSES
@@ -87,6 +92,54 @@ def test_to_dict_python_mode_keeps_objects() -> None:
     assert python["id"] == message.id
     assert python["sender"] == message.sender
     assert python["role"] is message.role
+
+
+@pytest.mark.parametrize(
+    ("build", "where"),
+    [
+        (lambda: ActionResponse(content={"function": "f", "output": math.nan}), "$.content.output"),
+        (lambda: ActionResponse(content={"function": "f", "output": {"a": [1, -math.inf]}}), "$.content.output.a[1]"),
+        (
+            lambda: Instruction(content={"instruction": "Q?", "context": [{"x": math.inf}]}),
+            "$.content.prompt_context[0].x",
+        ),
+        (lambda: Message(content=[math.nan]), "$.content[0]"),
+        (lambda: Message(content={"id": uuid4(), "x": math.nan}), "$.content.x"),  # pydantic's road
+        (lambda: Message(metadata={"score": math.nan}), "$.metadata.score"),
+    ],
+    ids=["output", "nested output", "context", "generic content", "content with a uuid", "metadata"],
+)
+def test_non_finite_floats_are_refused_by_json_writers_and_kept_in_python_mode(
+    build: Callable[[], Message], where: str
+) -> None:
+    message = build()
+    before = message.model_dump(mode="python")
+    for write in (message.to_dict, message.to_json, Pile(collections=[message]).to_json):
+        with pytest.raises(ValueError, match=r"^cannot write (nan|inf|-inf) as JSON \(at \$"):
+            write()
+    with pytest.raises(ValueError, match=rf"^cannot write (nan|inf|-inf) as JSON \(at {re.escape(where)}\)$"):
+        message.to_dict()
+    # the manager's record holds the pile's: the place is named within it
+    with pytest.raises(ValueError, match=r"^cannot write (nan|inf|-inf) as JSON \(at \$\.collections\[0\]\."):
+        MessageManager(messages=[message]).to_json()
+    assert repr(message.model_dump(mode="python")) == repr(before)  # refusing changed nothing
+    python = message.to_dict(mode="python")
+    assert "nan" in repr(python) or "inf" in repr(python)
+
+
+def test_strings_that_spell_nan_or_infinity_are_written() -> None:
+    message = ActionResponse(content={"function": "NaN", "output": "Infinity and -Infinity"})
+    assert fields_of(ActionResponse.from_json(message.to_json())) == fields_of(message)
+    assert ActionResponse.from_dict(message.to_dict()).content.output == "Infinity and -Infinity"
+
+
+def test_bytes_that_are_not_utf8_are_refused_by_json_writers() -> None:
+    message = ActionResponse(content={"function": "f", "output": b"\xff"})
+    for write in (message.to_dict, message.to_json):
+        with pytest.raises(ValueError, match=r"utf-8"):
+            write()
+    assert message.to_dict(mode="python")["content"]["output"] == b"\xff"
+    assert ActionResponse(content={"function": "f", "output": b"ok"}).to_dict()["content"]["output"] == "ok"
 
 
 # -- the discriminator ----------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError, PydanticSerializationError
 
 from lionmsg.runtime.ids import new_uuid4
-from lionmsg.runtime.wire import CANONICAL_UUID, loads_json
+from lionmsg.runtime.wire import CANONICAL_UUID, check_finite, loads_json
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -94,7 +94,11 @@ def _within_a_double(value: Any) -> Any:
 class Element(BaseModel):
     """Anything with a durable identity: a frozen `id`, a frozen `created_at` and free `metadata`."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, arbitrary_types_allowed=True)
+    # `ser_json_inf_nan="constants"`: a NaN or infinity in free-form data stays a float through
+    # model_dump, so to_dict/to_json can refuse it; pydantic's default would write `null` silently.
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, arbitrary_types_allowed=True, ser_json_inf_nan="constants"
+    )
 
     id: Annotated[UUID, BeforeValidator(_canonical_uuid)] = Field(default_factory=new_uuid4, frozen=True)
     created_at: Annotated[float, BeforeValidator(_within_a_double)] = Field(
@@ -140,12 +144,18 @@ class Element(BaseModel):
     # -- records -------------------------------------------------------------------------------
 
     def to_dict(self, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
-        """The record: JSON-ready by default (`mode="python"` keeps UUIDs and enums as objects)."""
-        return self.model_dump(mode=mode)
+        """The record: JSON-ready by default (`mode="python"` keeps UUIDs and enums as objects). In JSON
+        mode a NaN or infinity anywhere in it is a ValueError; `mode="python"` keeps it."""
+        record = self.model_dump(mode=mode)
+        if mode == "json":
+            check_finite(record)
+        return record
 
     def to_json(self) -> str:
+        """The record as compact JSON text. A value JSON cannot hold (NaN, an infinity, bytes that are
+        not UTF-8) is a ValueError."""
         try:
-            return self.model_dump_json()
+            text = self.model_dump_json()
         except PydanticSerializationError as error:
             # pydantic-core writes neither a lone surrogate (JSON holds it as an escape, and records
             # read with one load) nor values nested deeper than ~255 levels; the standard library
@@ -154,6 +164,9 @@ class Element(BaseModel):
                 return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
             except (TypeError, ValueError, RecursionError):
                 raise error from None
+        if "NaN" in text or "Infinity" in text:  # rare: a float pydantic wrote as a constant, or a string
+            self.to_dict()  # raises at the non-finite float, if there is one
+        return text
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Self:

@@ -172,7 +172,7 @@ class MessageBehaviour(Node, Sendable):
             record = self._plain_record()
             if record is not None:
                 return record
-        return self.model_dump(mode=mode)
+        return super().to_dict(mode)
 
     def _plain_record(self) -> dict[str, Any] | None:
         """`model_dump(mode="json")`, built directly when every value is plain JSON data already (and the

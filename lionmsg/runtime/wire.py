@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
-__all__ = ["CANONICAL_UUID", "RecordFieldError", "loads_json", "matches"]
+__all__ = ["CANONICAL_UUID", "RecordFieldError", "check_finite", "loads_json", "matches"]
 
 
 CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -60,6 +60,32 @@ def loads_json(text: str | bytes) -> Any:
         return _STRICT_DECODER.decode(text)
     except RecursionError:  # the C scanner recurses per level: too deep a document is bad input too
         raise ValueError("arrays and objects nested too deeply to read") from None
+
+
+def check_finite(data: Any) -> None:
+    """Raise ValueError at the first NaN or infinity in JSON-mode data (dicts, lists, scalars), naming
+    where it is: JSON has no spelling for them, and writing `null` instead would lose the value."""
+    pending = [data]
+    while pending:  # one pass without paths: the common case finds nothing
+        value = pending.pop()
+        kind = type(value)
+        if kind is dict:
+            pending.extend(value.values())
+        elif kind is list:
+            pending.extend(value)
+        elif kind is float and not math.isfinite(value):
+            raise ValueError(f"cannot write {value!r} as JSON (at {_path_to_non_finite(data, '$')})")
+
+
+def _path_to_non_finite(value: Any, path: str) -> str | None:
+    if type(value) is float and not math.isfinite(value):
+        return path
+    items = value.items() if type(value) is dict else enumerate(value) if type(value) is list else ()
+    for key, item in items:
+        found = _path_to_non_finite(item, f"{path}.{key}" if type(key) is str else f"{path}[{key}]")
+        if found is not None:
+            return found
+    return None
 
 
 def _finite(text: str) -> float:
