@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Union
 from uuid import UUID, uuid4
 
 import pytest
@@ -98,6 +98,8 @@ def test_item_type_as_one_class_or_several() -> None:
     assert Pile(item_type={Message}).item_type == frozenset({Message})
     assert Pile(item_type=[Instruction, Node]).item_type == frozenset({Instruction, Node})
     assert Pile(item_type=(Instruction, System)).item_type == frozenset({Instruction, System})
+    assert Pile(item_type=Instruction | System).item_type == frozenset({Instruction, System})
+    assert Pile(item_type=Union[Instruction, Node]).item_type == frozenset({Instruction, Node})  # noqa: UP007
     strict: Pile[Any] = Pile(item_type={Message}, strict_type=True)
     assert strict.strict_type is True
     assert strict.item_type == frozenset({Message})
@@ -546,28 +548,61 @@ def test_contains_and_len_and_bool() -> None:
     assert (len(pile), bool(pile)) == (0, False)
 
 
-def test_filter_by_type_strict_and_not() -> None:
+def test_filter_by_type_takes_lionagis_arguments_and_defaults() -> None:
     items: list[Any] = [*mixed_messages(), Node(), Message()]
     pile: Pile[Element] = Pile(items)
-    only_messages = pile.filter_by_type(Message)
-    assert only_messages.values() == [items[5], items[7]]
-    assert only_messages.item_type == frozenset({Message})
-    assert only_messages.strict_type is True
-    all_messages = pile.filter_by_type(Message, strict=False)
-    assert all_messages.values() == [*items[:6], items[7]]
-    assert all_messages.strict_type is False
-    nodes = pile.filter_by_type(Node, strict=False)
-    assert nodes.values() == items
-    assert pile.filter_by_type(Node).values() == [items[6]]
-    actions = pile.filter_by_type([ActionRequest, ActionResponse])
+    # LionAGI 0.36.0: filter_by_type(item_type, strict_type=False, as_pile=False, reverse=False, num_items=None)
+    assert pile.filter_by_type(Message) == [*items[:6], items[7]]  # instances by default, as a list
+    assert pile.filter_by_type(Message, strict_type=True) == [items[5], items[7]]
+    assert pile.filter_by_type(Node) == items
+    assert pile.filter_by_type(Node, True) == [items[6]]
+    assert pile.filter_by_type([ActionRequest, ActionResponse]) == [items[3], items[4]]
+    assert pile.filter_by_type(ActionRequest | ActionResponse) == [items[3], items[4]]
+    assert pile.filter_by_type({System, Node}, strict_type=True) == [items[0], items[6]]
+    assert pile.filter_by_type(Element, strict_type=True) == []
+    assert pile.filter_by_type(Message, reverse=True) == [items[7], *reversed(items[:6])]
+    assert pile.filter_by_type(Message, reverse=True, num_items=2) == [items[7], items[5]]
+    assert pile.filter_by_type(Message, num_items=2) == items[:2]
+    assert pile.filter_by_type(Message, num_items=0) == []  # LionAGI returns every match here
+    assert pile.filter_by_type(Message, num_items=50) == [*items[:6], items[7]]
+
+
+def test_filter_by_type_as_pile_is_a_new_pile_restricted_to_the_classes() -> None:
+    items: list[Any] = [*mixed_messages(), Node(), Message()]
+    pile: Pile[Element] = Pile(items)
+    actions = pile.filter_by_type([ActionRequest, ActionResponse], strict_type=True, as_pile=True)
     assert actions.values() == [items[3], items[4]]
     assert actions.item_type == frozenset({ActionRequest, ActionResponse})
-    assert pile.filter_by_type(System, strict=False).values() == [items[0]]
-    assert pile.filter_by_type(Element).values() == []
+    assert actions.strict_type is True
+    loose = pile.filter_by_type(Message, as_pile=True)
+    assert loose.values() == [*items[:6], items[7]]
+    assert (loose.item_type, loose.strict_type) == (frozenset({Message}), False)
+    assert pile.filter_by_type(Message, False, True, True, 1).values() == [items[7]]
     actions.exclude(items[3])
     assert items[3] in pile  # a new pile
     with pytest.raises(TypeError, match="got Instruction"):
         actions.include(Instruction())
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"item_type": "Message"}, TypeError, r"^item_type must be an element class or an iterable of them"),
+        ({"item_type": [Message, int]}, TypeError, r"^item_type must be an element class or an iterable of them"),
+        ({"item_type": []}, TypeError, r"^item_type must be an element class or an iterable of them"),
+        ({"item_type": Message, "num_items": True}, TypeError, r"^num_items must be an int or None, got bool$"),
+        ({"item_type": Message, "num_items": 1.0}, TypeError, r"^num_items must be an int or None, got float$"),
+        ({"item_type": Message, "num_items": -1}, ValueError, r"^num_items must not be negative, got -1$"),
+    ],
+)
+def test_filter_by_type_refuses_bad_arguments_and_changes_nothing(
+    arguments: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    items = mixed_messages()
+    pile: Pile[Message] = Pile(items)
+    with pytest.raises(error, match=message):
+        pile.filter_by_type(**arguments)
+    assert pile.values() == items
 
 
 def test_progression_property_is_live() -> None:

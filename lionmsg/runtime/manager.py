@@ -214,23 +214,23 @@ class MessageManager:
 
     @property
     def instructions(self) -> Pile[Message]:
-        return self.messages.filter_by_type(Instruction)
+        return self.messages.filter_by_type(Instruction, strict_type=True, as_pile=True)
 
     @property
     def assistant_responses(self) -> Pile[Message]:
-        return self.messages.filter_by_type(AssistantResponse)
+        return self.messages.filter_by_type(AssistantResponse, strict_type=True, as_pile=True)
 
     @property
     def actions(self) -> Pile[Message]:
-        return self.messages.filter_by_type((ActionRequest, ActionResponse))
+        return self.messages.filter_by_type((ActionRequest, ActionResponse), strict_type=True, as_pile=True)
 
     @property
     def action_requests(self) -> Pile[Message]:
-        return self.messages.filter_by_type(ActionRequest)
+        return self.messages.filter_by_type(ActionRequest, strict_type=True, as_pile=True)
 
     @property
     def action_responses(self) -> Pile[Message]:
-        return self.messages.filter_by_type(ActionResponse)
+        return self.messages.filter_by_type(ActionResponse, strict_type=True, as_pile=True)
 
     @property
     def last_response(self) -> AssistantResponse | None:

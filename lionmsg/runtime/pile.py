@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import types
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union, get_args, get_origin, overload
 from uuid import UUID
 
 from pydantic import SerializerFunctionWrapHandler, model_serializer
@@ -141,14 +142,71 @@ class Pile(Element, Generic[T]):
     def index(self, ref: Any) -> int:
         return self._progression.index(ref)
 
-    def filter_by_type(self, types: type[Element] | Iterable[type[Element]], strict: bool = True) -> Pile[T]:
-        """A new pile with the items of the given classes (exactly those classes when `strict`)."""
-        wanted = (types,) if isinstance(types, type) else tuple(types)
-        if strict:
-            chosen = [item for item in self if type(item) in wanted]
-        else:
-            chosen = [item for item in self if isinstance(item, wanted)]
-        return Pile(chosen, item_type=wanted, strict_type=strict)
+    @overload
+    def filter_by_type(
+        self,
+        item_type: Any,
+        strict_type: bool = ...,
+        as_pile: Literal[False] = ...,
+        reverse: bool = ...,
+        num_items: int | None = ...,
+    ) -> list[T]: ...
+
+    @overload
+    def filter_by_type(
+        self,
+        item_type: Any,
+        strict_type: bool,
+        as_pile: Literal[True],
+        reverse: bool = ...,
+        num_items: int | None = ...,
+    ) -> Pile[T]: ...
+
+    @overload
+    def filter_by_type(
+        self,
+        item_type: Any,
+        strict_type: bool = ...,
+        *,
+        as_pile: Literal[True],
+        reverse: bool = ...,
+        num_items: int | None = ...,
+    ) -> Pile[T]: ...
+
+    def filter_by_type(
+        self,
+        item_type: Any,
+        strict_type: bool = False,
+        as_pile: bool = False,
+        reverse: bool = False,
+        num_items: int | None = None,
+    ) -> list[T] | Pile[T]:
+        """The items of the given classes in order (last first when `reverse`), at most `num_items` of
+        them: instances of those classes, or exactly those classes when `strict_type`. A list, or with
+        `as_pile` a new pile restricted to those classes (LionAGI 0.36.0's signature and defaults).
+
+        `item_type` is a class, a union (`A | B`) or a list, tuple or set of classes; anything else is a
+        TypeError, as is a `num_items` that is not a whole number (a negative one is a ValueError).
+        """
+        wanted = _item_types(item_type)
+        if num_items is not None:
+            if type(num_items) is not int:  # bool too: filter_by_type(X, True, True, False, True) is a slip
+                raise TypeError(f"num_items must be an int or None, got {type(num_items).__name__}")
+            if num_items < 0:
+                raise ValueError(f"num_items must not be negative, got {num_items}")
+        order = reversed(self._progression) if reverse else iter(self._progression)
+        chosen: list[T] = []
+        classes = tuple(wanted)
+        if num_items != 0:  # LionAGI returns every match for 0; none is what was asked for
+            for ident in order:
+                item = self._items[ident.int]
+                if type(item) in wanted if strict_type else isinstance(item, classes):
+                    chosen.append(item)
+                    if len(chosen) == num_items:
+                        break
+        if as_pile:
+            return Pile(chosen, item_type=wanted, strict_type=strict_type)
+        return chosen
 
     # -- changing ----------------------------------------------------------------------------------
 
@@ -345,12 +403,16 @@ def _load_item(base: type[Element] | tuple[type[Element], ...], record: Any) -> 
 
 
 def _item_types(item_type: Any) -> frozenset[type[Element]]:
-    """`item_type` as a set of element classes: one class or an iterable of at least one; TypeError
-    otherwise (a pile restricted to no class could hold nothing, and its record would not load)."""
-    types = [item_type] if isinstance(item_type, type) else item_type
-    if isinstance(types, (str, bytes)) or not isinstance(types, Iterable):
+    """`item_type` as a set of element classes: one class, a union of them (`A | B`) or an iterable of
+    at least one; TypeError otherwise (a pile restricted to no class could hold nothing, and its record
+    would not load)."""
+    if isinstance(item_type, types.UnionType) or get_origin(item_type) is Union:
+        kinds: Any = get_args(item_type)
+    else:
+        kinds = [item_type] if isinstance(item_type, type) else item_type
+    if isinstance(kinds, (str, bytes)) or not isinstance(kinds, Iterable):
         raise TypeError(f"item_type must be an element class or an iterable of them, got {item_type!r}")
-    chosen = frozenset(types)
+    chosen = frozenset(kinds)
     if not chosen or not all(isinstance(kind, type) and issubclass(kind, Element) for kind in chosen):
         raise TypeError(f"item_type must be an element class or an iterable of them, got {item_type!r}")
     return chosen
