@@ -13,7 +13,7 @@ from uuid import UUID, uuid4
 import pytest
 from pydantic import ValidationError
 
-from lionmsg import DroppedMail, Exchange, Flow, Message, MessageRole
+from lionmsg import DroppedMail, Exchange, Flow, Message, MessageRole, Progression
 from lionmsg.runtime.exchange import (
     DROP_DELIVERY_ERROR,
     DROP_NOT_AN_OWNER,
@@ -464,6 +464,27 @@ def test_flow_deliver_files_by_sender_and_queue_fills_the_outbox() -> None:
     assert flow.take_outbox() == [outgoing]
     assert flow_state(flow)[1]["outbox"] == []
     assert outgoing.id not in flow.items
+
+
+def test_flow_finds_its_progressions_as_lionagis_get_progression_does() -> None:
+    flow = Flow(name=str(uuid4()))
+    alice = uuid4()
+    first = Message(content="first")
+    flow.deliver(first, alice)
+    flow.queue(Message(content="out"))
+    assert repr(flow) == f"Flow(items=2, progressions=2, name={flow.name!r})"
+    assert len(flow) == 2
+    inbox = flow.get_progression(f"inbox_{alice}")
+    assert list(inbox) == [first.id]
+    assert flow.get_progression(inbox.id) is inbox
+    assert flow.get_progression(str(inbox.id).upper()) is inbox
+    assert flow.get_progression(inbox) is inbox
+    assert flow.get_progression("outbox") is flow.outbox
+    before = flow_state(flow)
+    for missing in ("inbox_nobody", uuid4(), str(uuid4()), Progression(name="outbox")):
+        with pytest.raises(KeyError, match=r"^[\"']no progression .* in this flow[\"']$"):
+            flow.get_progression(missing)
+    assert flow_state(flow) == before
 
 
 def test_flow_refuses_a_message_it_holds_or_cannot_hold_and_changes_nothing() -> None:

@@ -184,6 +184,27 @@ class Flow(Element):
     def outbox(self) -> Progression:
         return self._progressions[OUTBOX]
 
+    def get_progression(self, key: str | UUID | Progression) -> Progression:
+        """A progression by name (`"outbox"`, `"inbox_<sender>"`), by its own id (a UUID or its text) or
+        as the Progression itself, as in LionAGI; KeyError when the flow has none such. Change mail
+        through the Exchange, not through the progression: the flow's items must stay in step."""
+        progressions = self.progressions
+        if isinstance(key, str) and key in progressions:
+            return progressions[key]
+        wanted = key.id if isinstance(key, Progression) else key
+        for progression in progressions.values():
+            if progression.id == wanted or (isinstance(wanted, str) and str(progression.id) == wanted.lower()):
+                return progression
+        raise KeyError(f"no progression {key!r} in this flow")
+
+    def __len__(self) -> int:
+        """The messages the flow holds (queued and received)."""
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        name = "" if self.name is None else f", name={self.name!r}"
+        return f"Flow(items={len(self._items)}, progressions={len(self._progressions) + len(self._unwrapped)}{name})"
+
     def inboxes(self) -> Iterator[tuple[str, Progression]]:
         self._wrap_inboxes()
         return ((name, p) for name, p in self._progressions.items() if name != OUTBOX)
