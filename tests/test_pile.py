@@ -155,12 +155,24 @@ def test_construction_from_a_non_collection(collections: Any) -> None:
         Pile(collections)
 
 
-@pytest.mark.parametrize("bad", ["text", 5, None, {"id": "x"}, uuid4()])
+@pytest.mark.parametrize("bad", ["text", 5, None, uuid4()])
 def test_non_elements_in_collections_are_rejected(bad: Any) -> None:
     with pytest.raises(TypeError, match=f"this pile accepts elements; got {type(bad).__name__}"):
         Pile([Node(), bad])
     with pytest.raises(TypeError, match=f"this pile accepts Message; got {type(bad).__name__}"):
         Pile([Instruction(), bad], item_type={Message})
+
+
+def test_a_dict_in_collections_is_a_record_and_a_malformed_one_is_a_validation_error() -> None:
+    with pytest.raises(ValidationError, match="created_at") as raised:
+        Pile([Node(), {"id": str(uuid4())}])
+    assert raised.value.errors()[0]["loc"] == ("created_at",)
+    node = Node(content=1)
+    assert Pile([node.to_dict()])[node.id].content == 1
+    pile: Pile[Node] = Pile([node])
+    with pytest.raises(TypeError, match="this pile accepts elements; got str"):  # a mapping gives its values
+        pile.include(Node().to_dict())  # only the constructor reads records (model_validate passes them)
+    assert pile.values() == [node]
 
 
 def test_collections_outside_the_constraint_are_rejected() -> None:

@@ -3,6 +3,7 @@ and the documented errors for malformed records."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import math
@@ -22,11 +23,16 @@ from lionmsg import (
     ActionRequest,
     ActionResponse,
     AssistantResponse,
+    Branch,
+    Element,
+    Exchange,
     Instruction,
     InstructionContent,
     Message,
     MessageManager,
+    Node,
     Pile,
+    Progression,
     System,
 )
 from lionmsg.runtime.fastpath import ENVELOPE_CLASSES
@@ -380,3 +386,47 @@ def test_from_json_reads_strict_json_only(number: str) -> None:
     text = '{"id": "00000000-0000-4000-8000-000000000000", "created_at": 1, "content": {"x": ' + number + "}}"
     with pytest.raises(ValueError, match=r"^not a JSON document: "):
         Message.from_json(text)
+
+
+# -- pydantic's own road: model_validate(model_dump()) -------------------------------------------
+
+
+def _containers() -> list[Element]:
+    messages = rich_messages()
+    pile: Pile[Message] = Pile(messages, item_type=Message)
+    exchange = Exchange()
+    alice, bob, carol = uuid4(), uuid4(), uuid4()
+    for owner in (alice, bob, carol):
+        exchange.register(owner)
+    exchange.send(alice, bob, "hi")
+    exchange.send(bob, None, {"note": [1, 2]})  # a broadcast
+    asyncio.run(exchange.collect_all())
+    exchange.send(carol, alice, "queued")
+    exchange.send(alice, uuid4(), "to nobody")  # dropped at collection: the drop record is kept
+    asyncio.run(exchange.collect(alice))
+    branch = Branch(system="Be brief.", messages=messages[1:3])
+    branch.metadata["current_progression"] = Progression([branch.messages[0].id])
+    strict: Pile[Message] = Pile(
+        [m for m in messages if type(m) in (Instruction, System)], item_type=[Instruction, System], strict_type=True
+    )
+    return [pile, strict, Progression(messages), exchange.get(alice), exchange, branch, Branch()]
+
+
+@pytest.mark.parametrize("mode", ["python", "json"])
+def test_model_validate_of_model_dump_rebuilds_every_container(mode: str) -> None:
+    for container in _containers():
+        rebuilt = type(container).model_validate(container.model_dump(mode=mode))
+        assert type(rebuilt) is type(container)
+        assert rebuilt.to_dict() == container.to_dict(), type(container).__name__
+
+
+def test_a_pile_takes_item_records_and_class_names_as_a_record_holds_them() -> None:
+    instruction, response = Instruction(content={"instruction": "Q?"}), AssistantResponse()
+    pile: Pile[Message] = Pile([instruction.to_dict(), response], item_type=["Message"])
+    assert [type(item) for item in pile] == [Instruction, AssistantResponse]
+    assert pile.item_type == frozenset({Message})
+    assert fields_of(pile[instruction.id]) == fields_of(instruction)
+    with pytest.raises(ValidationError, match="lion_class 'Node' does not name Message or a subclass of it"):
+        Pile([Node().to_dict()], item_type=[Message])
+    with pytest.raises(TypeError, match=r"^item_type must be an element class or an iterable of them, got "):
+        Pile([instruction], item_type=["NoSuchClass"])

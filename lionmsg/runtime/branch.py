@@ -49,6 +49,8 @@ class Branch(Element):
             raise ValueError("pass either msgs or messages/system/progression/on_message_added, not both")
         if system_datetime is not None and not isinstance(system, str):
             raise ValueError("system_datetime goes with a system prompt given as text")
+        if isinstance(system, str) and _is_record_system(messages, system):
+            system = None  # a record's form (model_validate(model_dump())): the id of a system it holds
         if isinstance(system, str):  # LionAGI's Branch(system="..."): a system message to this branch
             content = {"system_message": system, "system_datetime": system_datetime}
             system = System(content=content, recipient=self.id)
@@ -114,3 +116,11 @@ class Branch(Element):
         system_id = record.pop("system", None)
         if messages is not None:
             record["msgs"] = MessageManager.from_dict({"messages": messages, "system": system_id})
+
+
+def _is_record_system(messages: Any, system: str) -> bool:
+    """Whether `system` is the id of a message in `messages` given as a pile record: a Branch record
+    names its system message by id, where the constructor's `system` is a prompt."""
+    if not isinstance(messages, Mapping) or not isinstance(messages.get("collections"), list):
+        return False
+    return any(isinstance(item, Mapping) and str(item.get("id")) == system for item in messages["collections"])

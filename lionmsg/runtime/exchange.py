@@ -98,7 +98,7 @@ class Exchange(Element):
 
     def __init__(
         self,
-        flows: Iterable[Flow] | None = None,
+        flows: Iterable[Flow | Mapping[str, Any]] | None = None,
         dropped: Iterable[Any] = (),
         drop_counts: Mapping[str, int] | None = None,
         **data: Any,
@@ -106,7 +106,8 @@ class Exchange(Element):
         super().__init__(**data)
         index: dict[int, Flow] = {}
         owners: dict[int, UUID] = {}
-        for flow in flows or []:
+        for given in flows or []:
+            flow = Flow.from_dict(given) if isinstance(given, Mapping) else given  # a record: model_validate's
             owner = flow.owner()
             if owner is None or owner.int in index:
                 raise ValueError("every flow needs a distinct owner UUID as its name")

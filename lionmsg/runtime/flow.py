@@ -146,12 +146,19 @@ class Flow(Element):
         _storage: _Storage  # the containers above, for the per-message paths (see _Storage)
 
     def __init__(
-        self, items: Pile[Message] | None = None, progressions: list[Progression] | None = None, **data: Any
+        self,
+        items: Pile[Message] | Mapping[str, Any] | None = None,
+        progressions: Iterable[Progression | Mapping[str, Any]] | None = None,
+        **data: Any,
     ) -> None:
         super().__init__(**data)
+        # Records in place of the parts, as model_validate(model_dump()) passes them.
+        if isinstance(items, Mapping):
+            items = Pile.from_dict(items)
         pile = items if items is not None else Pile(item_type={Message})
         named = {OUTBOX: Progression.empty(OUTBOX)}
-        for progression in progressions or []:
+        for given in progressions or []:
+            progression = Progression.from_dict(given) if isinstance(given, Mapping) else given
             if progression.name is None:
                 raise ValueError("every progression of a flow needs a name")
             named[progression.name] = progression

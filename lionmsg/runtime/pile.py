@@ -58,7 +58,11 @@ class Pile(Element, Generic[T]):
         }
         for name, value in state.items():
             object.__setattr__(self, name, value)
-        items = [] if collections is None else self._as_items(collections)
+        listed: list[Any] = [] if collections is None else self._as_items(collections)
+        if any(type(item) is dict for item in listed):  # records, as model_validate(model_dump()) passes them
+            base = Element if types is None else tuple(types)
+            listed = [_load_item(base, item) if type(item) is dict else item for item in listed]
+        items: list[T] = listed
         self._check(items)
         for item in items:
             if item.id.int in self._items:
@@ -66,7 +70,12 @@ class Pile(Element, Generic[T]):
             self._items[item.id.int] = item
         order = [item.id for item in items]
         if progression is not None:
-            given = progression if isinstance(progression, Progression) else Progression(order=progression)
+            if isinstance(progression, Progression):
+                given = progression
+            elif isinstance(progression, Mapping):  # a progression record
+                given = Progression.from_dict(progression)
+            else:
+                given = Progression(order=progression)
             if len(given) != len(order) or any(ident.int not in self._items for ident in given):
                 raise ValueError("the progression does not list exactly the pile's items")
             object.__setattr__(self, "_progression", given)
@@ -404,14 +413,15 @@ def _load_item(base: type[Element] | tuple[type[Element], ...], record: Any) -> 
 
 def _item_types(item_type: Any) -> frozenset[type[Element]]:
     """`item_type` as a set of element classes: one class, a union of them (`A | B`) or an iterable of
-    at least one; TypeError otherwise (a pile restricted to no class could hold nothing, and its record
-    would not load)."""
+    at least one (classes, or their names as a record writes them); TypeError otherwise (a pile
+    restricted to no class could hold nothing, and its record would not load)."""
     if isinstance(item_type, types.UnionType) or get_origin(item_type) is Union:
         kinds: Any = get_args(item_type)
     else:
         kinds = [item_type] if isinstance(item_type, type) else item_type
     if isinstance(kinds, (str, bytes)) or not isinstance(kinds, Iterable):
         raise TypeError(f"item_type must be an element class or an iterable of them, got {item_type!r}")
+    kinds = [element_class(Element, kind) or kind if type(kind) is str else kind for kind in kinds]
     chosen = frozenset(kinds)
     if not chosen or not all(isinstance(kind, type) and issubclass(kind, Element) for kind in chosen):
         raise TypeError(f"item_type must be an element class or an iterable of them, got {item_type!r}")
