@@ -30,12 +30,14 @@ from lionmsg import (
     InstructionContent,
     Message,
     MessageManager,
+    MessageRole,
     Node,
     Pile,
     Progression,
     System,
 )
-from lionmsg.runtime.fastpath import ENVELOPE_CLASSES
+from lionmsg.runtime import fastpath
+from lionmsg.runtime.fastpath import ENVELOPE_CLASSES, ENVELOPE_FIELDS
 from tests.conftest import fields_of
 from tests.samples import failed_action_response, rich_messages
 
@@ -230,6 +232,34 @@ def test_only_the_generated_classes_take_the_fast_roads() -> None:
     generated = {Message, System, Instruction, AssistantResponse, ActionRequest, ActionResponse}
     assert generated == ENVELOPE_CLASSES
     assert not {_TaggedRecord, _Shouting, _Counting} & ENVELOPE_CLASSES
+
+
+def test_the_fast_roads_know_exactly_the_envelope_schemas_fields() -> None:
+    envelope = json.loads((SCHEMA_DIR / "envelope.schema.json").read_text(encoding="utf-8"))
+    assert set(envelope["properties"]) == {*ENVELOPE_FIELDS, "role"}
+    for kind in ENVELOPE_CLASSES:
+        assert set(kind.model_fields) == ENVELOPE_FIELDS, kind.__name__
+
+
+class _SchemaGrewAField(Message):
+    """What `make generate` would write after a field was added to the envelope schema."""
+
+    __module__ = "lionmsg.generated.messages"
+    priority: int = 0
+
+
+def test_a_generated_class_with_a_field_the_fast_roads_lack_takes_pydantics_road() -> None:
+    assert _SchemaGrewAField not in ENVELOPE_CLASSES
+    message = _SchemaGrewAField(content="hi", priority=3)
+    record = message.to_dict()
+    assert record["priority"] == 3
+    assert fields_of(_SchemaGrewAField.from_dict(record)) == fields_of(message)
+    assert fields_of(_SchemaGrewAField.from_json(message.to_json())) == fields_of(message)
+    built = fastpath.assemble(_SchemaGrewAField, "hi", "user", None, "news")
+    assert (built.priority, built.sender, built.recipient, built.channel) == (0, MessageRole.USER, None, "news")
+    assert built.model_fields_set == {"content", "sender", "recipient", "channel"}
+    copied = fastpath.copy_message(message)
+    assert fields_of(copied) == fields_of(message)
 
 
 def test_a_subclass_field_is_written_and_read_back() -> None:

@@ -19,7 +19,15 @@ from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_add
 from lionmsg.runtime.concepts import Sendable
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.element import Node, record_error
-from lionmsg.runtime.fastpath import ENVELOPE_CLASSES, MISSING, dump_address, json_copy, load_envelope, load_record
+from lionmsg.runtime.fastpath import (
+    ENVELOPE_CLASSES,
+    ENVELOPE_FIELDS,
+    MISSING,
+    dump_address,
+    json_copy,
+    load_envelope,
+    load_record,
+)
 from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.wire import RecordFieldError
 
@@ -57,7 +65,7 @@ class MessageBehaviour(Node, Sendable):
         # The classes generated from the schemas (fields exactly the envelope's, no validator,
         # serializer or private attribute of their own) are the ones the fast roads serve; a user's
         # subclass may add any of those, so it always takes pydantic's road.
-        if cls.__module__ == _GENERATED_MODULE:
+        if cls.__module__ == _GENERATED_MODULE and set(cls.model_fields) == ENVELOPE_FIELDS:
             ENVELOPE_CLASSES.add(cls)
 
     if TYPE_CHECKING:
