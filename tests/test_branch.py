@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from uuid import uuid4
 
 import pytest
+from pydantic import ValidationError
 
 from lionmsg import AssistantResponse, Branch, Instruction, MessageManager, Pile, Progression, System
 
@@ -131,3 +133,23 @@ def test_a_system_prompt_given_as_text_is_a_system_message_to_the_branch() -> No
 def test_a_system_datetime_without_a_text_prompt_is_a_value_error() -> None:
     with pytest.raises(ValueError, match=r"^system_datetime goes with a system prompt given as text$"):
         Branch(system=System(), system_datetime="2025")
+
+
+def test_a_pile_record_with_system_text_is_a_branch_record_and_checked_as_from_dict_checks_it() -> None:
+    branch = Branch(system="Be brief.")
+    branch.msgs.add_message(instruction="hello")
+    record = branch.to_dict()
+    assert Branch.model_validate(record).to_dict() == record
+    instruction_id = str(branch.messages[1].id)
+    for system in (instruction_id, "Be brief.", str(uuid4())):  # not the id of the system it holds
+        wrong = {**record, "system": system}
+        with pytest.raises(ValueError, match=r"^the record names system .*, its messages hold '"):
+            Branch.from_dict(wrong)
+        with pytest.raises(ValidationError, match=r"the record names system .*, its messages hold '"):
+            Branch.model_validate(wrong)
+    with pytest.raises(ValueError, match=r"^system_datetime goes with a system prompt given as text$"):
+        Branch(messages=record["messages"], system=record["system"], system_datetime=True)
+    # Not a record: a list or a Pile of messages with a system prompt, whatever the prompt says.
+    held = Branch(messages=list(branch.messages)[1:], system=instruction_id)
+    assert held.system is not None
+    assert held.system.content.system_message == instruction_id

@@ -577,6 +577,17 @@ def test_filter_by_type_takes_lionagis_arguments_and_defaults() -> None:
     assert pile.filter_by_type(Message, num_items=2) == items[:2]
     assert pile.filter_by_type(Message, num_items=0) == []  # LionAGI returns every match here
     assert pile.filter_by_type(Message, num_items=50) == [*items[:6], items[7]]
+    assert pile.filter_by_type(Message, num_items=_Count(1)) == items[:1]  # any integer type (numpy's)
+
+
+class _Count:
+    """An integer that is not an int, as numpy's are."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
 
 
 def test_filter_by_type_as_pile_is_a_new_pile_restricted_to_the_classes() -> None:

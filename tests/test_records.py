@@ -15,7 +15,7 @@ from uuid import uuid4
 import pytest
 from generate import SCHEMA_DIR, SchemaSet
 from jsonschema.validators import Draft202012Validator
-from pydantic import Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
 
 from lionmsg import (
     LION_CLASSES,
@@ -102,6 +102,17 @@ def test_to_dict_python_mode_keeps_objects() -> None:
     assert python["role"] is message.role
 
 
+class _Score(BaseModel):
+    value: float
+
+
+def _embedding_changed_in_place() -> Message:
+    message = Instruction(content={"instruction": "Q?"}, embedding=[0.5, 0.25])
+    assert message.embedding is not None
+    message.embedding[1] = math.inf
+    return message
+
+
 @pytest.mark.parametrize(
     ("build", "where"),
     [
@@ -114,17 +125,32 @@ def test_to_dict_python_mode_keeps_objects() -> None:
         (lambda: Message(content=[math.nan]), "$.content[0]"),
         (lambda: Message(content={"id": uuid4(), "x": math.nan}), "$.content.x"),  # pydantic's road
         (lambda: Message(metadata={"score": math.nan}), "$.metadata.score"),
+        (lambda: ActionResponse(content={"function": "f", "output": _Score(value=math.nan)}), "$.content.output.value"),
+        (_embedding_changed_in_place, "$.embedding[1]"),
     ],
-    ids=["output", "nested output", "context", "generic content", "content with a uuid", "metadata"],
+    ids=[
+        "output",
+        "nested output",
+        "context",
+        "generic content",
+        "content with a uuid",
+        "metadata",
+        "a model in the output",  # pydantic dumps it by its own config, which writes null
+        "embedding changed in place",  # checked when set, not when changed
+    ],
 )
 def test_non_finite_floats_are_refused_by_json_writers_and_kept_in_python_mode(
     build: Callable[[], Message], where: str
 ) -> None:
     message = build()
     before = message.model_dump(mode="python")
-    for write in (message.to_dict, message.to_json, Pile(collections=[message]).to_json):
+    branch = Branch(messages=[message])
+    for write in (message.to_dict, message.to_json, Pile(collections=[message]).to_json, branch.to_json):
         with pytest.raises(ValueError, match=r"^cannot write (nan|inf|-inf) as JSON \(at \$"):
             write()
+    for dump in (message.model_dump_json, branch.model_dump_json):  # pydantic's own name, refusing alike
+        with pytest.raises(ValueError, match=r"^cannot write (nan|inf|-inf) as JSON \(at \$"):
+            dump()
     with pytest.raises(ValueError, match=rf"^cannot write (nan|inf|-inf) as JSON \(at {re.escape(where)}\)$"):
         message.to_dict()
     # the manager's record holds the pile's: the place is named within it
@@ -133,6 +159,20 @@ def test_non_finite_floats_are_refused_by_json_writers_and_kept_in_python_mode(
     assert repr(message.model_dump(mode="python")) == repr(before)  # refusing changed nothing
     python = message.to_dict(mode="python")
     assert "nan" in repr(python) or "inf" in repr(python)
+    if where.startswith("$.embedding"):  # an embedding must be finite: it cannot even be loaded
+        with pytest.raises(ValidationError, match="finite number"):
+            Branch.model_validate(branch.model_dump())
+    else:  # python mode keeps the value through a branch
+        again = Branch.model_validate(branch.model_dump())
+        assert repr(again.messages[message.id].model_dump()) == repr(before)
+
+
+def test_model_dump_json_with_options_refuses_the_floats_pydantic_would_write_bare() -> None:
+    message = Instruction(content={"instruction": "Q?", "context": [{"x": math.nan}]})
+    with pytest.raises(ValueError, match=r"^cannot write NaN or an infinity as JSON \(to_json\(\) says where"):
+        message.model_dump_json(indent=2)
+    spelled = Instruction(content={"instruction": "NaN?", "context": ["Infinity"]})
+    assert json.loads(spelled.model_dump_json(indent=2)) == spelled.to_dict()
 
 
 def test_strings_that_spell_nan_or_infinity_are_written() -> None:
@@ -260,6 +300,8 @@ def test_a_generated_class_with_a_field_the_fast_roads_lack_takes_pydantics_road
     assert built.model_fields_set == {"content", "sender", "recipient", "channel"}
     copied = fastpath.copy_message(message)
     assert fields_of(copied) == fields_of(message)
+    clone = message.clone()
+    assert (clone.priority, clone.content, clone.metadata["clone_from"]) == (3, "hi", str(message.id))
 
 
 def test_a_subclass_field_is_written_and_read_back() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import sqlite3
 import threading
@@ -36,6 +37,7 @@ from lionmsg.store import (
     SQLiteStore,
     StoreError,
     UnknownBranchError,
+    UnwritableRecordError,
     watch_history,
 )
 from tests.samples import failed_action_response, rich_messages
@@ -265,6 +267,29 @@ def test_suspending_async_observers_and_concurrent_adds_keep_the_stored_history(
 
     asyncio.run(main())
     assert_same_history(reloaded(path, "b"), manager)
+
+
+def test_a_message_that_cannot_be_written_is_refused_until_it_is_replaced(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager(system=system())
+    store.attach(manager, "b1")
+    manager.add_message(instruction="first")
+    before = dump(path)
+    expected = (
+        rf"^store {re.escape(repr(str(path)))}, branch 'b1': cannot write message (?P<id>[0-9a-f-]{{36}}): "
+        r"cannot write nan as JSON \(at \$\.content\.prompt_context\[0\]\.x\)$"
+    )
+    with pytest.raises(UnwritableRecordError, match=expected) as raised:
+        manager.add_message(instruction="second", context={"x": math.nan})
+    bad = manager.messages[-1]  # the history keeps it (the store is an observer: ADR D3)
+    assert (raised.value.branch_id, raised.value.message_id) == ("b1", str(bad.id))
+    assert isinstance(raised.value, ValueError)
+    assert dump(path) == before  # rolled back
+    with pytest.raises(UnwritableRecordError, match=expected):  # every later write meets it again
+        manager.add_message(instruction="third")
+    assert dump(path) == before
+    manager.add_message(instruction=bad, context=[{"x": 1.5}], handle_context="replace")
+    assert_same_history(reloaded(path, "b1"), manager)
+    assert [m.content.instruction for m in list(reloaded(path, "b1"))[1:]] == ["first", "second", "third"]
 
 
 def test_a_branch_is_attached_through_its_manager(store: SQLiteStore, path: Path) -> None:
@@ -645,7 +670,10 @@ def test_a_message_that_cannot_be_serialized_is_raised_and_caught_up_once_fixed(
     manager = MessageManager()
     store.attach(manager, "b")
     ask = manager.add_message(instruction="x")
-    with pytest.raises(ValueError, match=r"^Unable to serialize unknown type: <class 'object'>$"):
+    unserializable = (
+        r"^store .*, branch 'b': cannot write message .{36}: Unable to serialize unknown type: <class 'object'>$"
+    )
+    with pytest.raises(UnwritableRecordError, match=unserializable):
         manager.add_message(instruction=ask, context=[object()])  # a replace that cannot be stored
     assert json.loads(rows(path, "b")[0][2])["content"] == {"instruction": "x"}  # the old row stands
     ask.content.prompt_context = ["fixed"]

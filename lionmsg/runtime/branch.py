@@ -44,13 +44,18 @@ class Branch(Element):
         **data: Any,
     ) -> None:
         super().__init__(**data)
+        if msgs is None and isinstance(system, str) and _is_pile_record(messages):
+            # A Branch record's form, as model_validate(model_dump()) passes it: `system` is the id of
+            # the system message the pile record holds, checked as from_dict checks it.
+            if system_datetime is not None:
+                raise ValueError("system_datetime goes with a system prompt given as text")
+            msgs = MessageManager.from_dict({"messages": messages, "system": system})
+            messages = system = None
         given = (messages, system, progression, on_message_added)
         if msgs is not None and any(value is not None for value in given):
             raise ValueError("pass either msgs or messages/system/progression/on_message_added, not both")
         if system_datetime is not None and not isinstance(system, str):
             raise ValueError("system_datetime goes with a system prompt given as text")
-        if isinstance(system, str) and _is_record_system(messages, system):
-            system = None  # a record's form (model_validate(model_dump())): the id of a system it holds
         if isinstance(system, str):  # LionAGI's Branch(system="..."): a system message to this branch
             content = {"system_message": system, "system_datetime": system_datetime}
             system = System(content=content, recipient=self.id)
@@ -105,9 +110,11 @@ class Branch(Element):
         view = self.metadata.get(CURRENT_PROGRESSION)
         if isinstance(view, Progression):
             record["metadata"][CURRENT_PROGRESSION] = view.model_dump(mode=info.mode)
-        manager = self._msgs.to_dict()
-        record["messages"] = manager["messages"] if info.mode == "json" else self._msgs.messages.model_dump()
-        record["system"] = manager["system"]
+        # In the asked mode, unchecked: to_dict checks the whole record (naming `$.messages...`), and a
+        # python-mode dump keeps what JSON cannot hold (NaN).
+        record["messages"] = self._msgs.messages.model_dump(mode=info.mode)
+        system = self._msgs.system
+        record["system"] = None if system is None else str(system.id)
         return record
 
     @classmethod
@@ -118,9 +125,6 @@ class Branch(Element):
             record["msgs"] = MessageManager.from_dict({"messages": messages, "system": system_id})
 
 
-def _is_record_system(messages: Any, system: str) -> bool:
-    """Whether `system` is the id of a message in `messages` given as a pile record: a Branch record
-    names its system message by id, where the constructor's `system` is a prompt."""
-    if not isinstance(messages, Mapping) or not isinstance(messages.get("collections"), list):
-        return False
-    return any(isinstance(item, Mapping) and str(item.get("id")) == system for item in messages["collections"])
+def _is_pile_record(messages: Any) -> bool:
+    """Whether `messages` is a whole pile record (what a Branch record holds), not a list or a Pile."""
+    return isinstance(messages, Mapping) and "id" in messages and "created_at" in messages

@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError, PydanticSerializationError
+from pydantic_core import to_json as _write_json
 
 from lionmsg.runtime.ids import new_uuid4
 from lionmsg.runtime.wire import CANONICAL_UUID, check_finite, loads_json
@@ -152,20 +153,34 @@ class Element(BaseModel):
         return record
 
     def to_json(self) -> str:
-        """The record as compact JSON text. A value JSON cannot hold (NaN, an infinity, bytes that are
-        not UTF-8) is a ValueError."""
+        """The record as compact JSON text: `to_dict()` written out, so what it refuses (NaN, an
+        infinity, bytes that are not UTF-8) is a ValueError here too, wherever it sits."""
+        record = self.to_dict()
         try:
-            text = self.model_dump_json()
+            # pydantic-core writes a plain record faster than model_dump_json dumps the model, and
+            # exactly as it would (the same serializer); the record is already checked.
+            return _write_json(record).decode()
         except PydanticSerializationError as error:
             # pydantic-core writes neither a lone surrogate (JSON holds it as an escape, and records
             # read with one load) nor values nested deeper than ~255 levels; the standard library
             # writes both. Anything it cannot write either is pydantic's error, as before.
             try:
-                return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
+                return json.dumps(record, separators=(",", ":"), allow_nan=False)
             except (TypeError, ValueError, RecursionError):
                 raise error from None
-        if "NaN" in text or "Infinity" in text:  # rare: a float pydantic wrote as a constant, or a string
-            self.to_dict()  # raises at the non-finite float, if there is one
+
+    def model_dump_json(self, **options: Any) -> str:
+        """`to_json()` when called plainly; with options (indent, exclude...), pydantic's JSON dump,
+        refusing NaN and infinities where it would write them bare (`NaN`, not JSON: the config that
+        lets `to_dict` see them) but not inside a nested model of its own config, which writes null."""
+        if not options:
+            return self.to_json()
+        text = super().model_dump_json(**options)
+        if "NaN" in text or "Infinity" in text:  # rare: most likely inside a string
+            try:
+                loads_json(text)
+            except ValueError:  # pydantic writes valid JSON but for those constants
+                raise ValueError("cannot write NaN or an infinity as JSON (to_json() says where it is)") from None
         return text
 
     @classmethod

@@ -9,6 +9,7 @@ supplies what is not data shape: role fixing, routing predicates, rendering, cha
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 __all__ = ["MessageBehaviour", "coerce_content"]
+
+_isfinite = math.isfinite
 
 C = TypeVar("C", bound=MessageContent)
 
@@ -163,6 +166,8 @@ class MessageBehaviour(Node, Sendable):
         content = self.content.copy() if isinstance(self.content, MessageContent) else copy.deepcopy(self.content)
         metadata = copy.deepcopy(self.metadata)
         metadata["clone_from"] = str(self.id)
+        # A subclass's own fields (or a generated class's the fast roads do not know) are cloned too.
+        extra = {} if type(self) in ENVELOPE_CLASSES else self._fields_beyond_the_envelope()
         return type(self)(
             content=content,
             metadata=metadata,
@@ -170,7 +175,15 @@ class MessageBehaviour(Node, Sendable):
             sender=self.sender,
             recipient=self.recipient,
             channel=self.channel,
+            **extra,
         )
+
+    def _fields_beyond_the_envelope(self) -> dict[str, Any]:
+        return {
+            name: copy.deepcopy(getattr(self, name))
+            for name in type(self).model_fields
+            if name not in ENVELOPE_FIELDS and name in self.__pydantic_fields_set__
+        }
 
     # -- records: the fast roads (lionmsg.runtime.fastpath), pydantic's when they decline ----------
 
@@ -196,6 +209,8 @@ class MessageBehaviour(Node, Sendable):
             return None
         metadata["lion_class"] = type(self).__name__
         embedding = values["embedding"]
+        if embedding is not None and not all(map(_isfinite, embedding)):  # changed in place since checked
+            return None  # pydantic's road names the value and refuses it
         return {
             "id": uuid_text(values["id"]),
             "created_at": values["created_at"],

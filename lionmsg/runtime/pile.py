@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import operator
 import types
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union, get_args, get_origin, overload
@@ -199,8 +200,10 @@ class Pile(Element, Generic[T]):
         """
         wanted = _item_types(item_type)
         if num_items is not None:
-            if type(num_items) is not int:  # bool too: filter_by_type(X, True, True, False, True) is a slip
+            # Any integer (numpy's too), but not a bool: filter_by_type(X, True, True, False, True) is a slip.
+            if isinstance(num_items, bool) or not hasattr(type(num_items), "__index__"):
                 raise TypeError(f"num_items must be an int or None, got {type(num_items).__name__}")
+            num_items = operator.index(num_items)
             if num_items < 0:
                 raise ValueError(f"num_items must not be negative, got {num_items}")
         order = reversed(self._progression) if reverse else iter(self._progression)

@@ -21,13 +21,23 @@ Errors (all subclasses of `StoreError`):
 - `CorruptRecordError` (a `CorruptStoreError`, also a `ValueError`): a stored row that cannot be
   loaded; names the store, branch, message id and position and says why. Loading only reads: nothing
   is changed, other branches load as before.
+- `UnwritableRecordError` (also a `ValueError`): a message whose record `to_json` refuses (a NaN in
+  its content, say); raised from the change that wrote it, rolled back, and met again by every later
+  write of that branch until the message is replaced or removed.
 - `SnapshotError` (also a `ValueError`): a file that is not a valid snapshot of the expected kind;
   `"snapshot '/path/file.json': <why>"`. A missing file is the usual `FileNotFoundError`.
 - `StoreError` itself: a closed store, a file that is not a lionmsg store (or a newer format), a write
   SQLite refused (raised from the `add_message` / `set_system` / `clear_messages` that caused it).
 """
 
-from lionmsg.store.errors import CorruptRecordError, CorruptStoreError, SnapshotError, StoreError, UnknownBranchError
+from lionmsg.store.errors import (
+    CorruptRecordError,
+    CorruptStoreError,
+    SnapshotError,
+    StoreError,
+    UnknownBranchError,
+    UnwritableRecordError,
+)
 from lionmsg.store.hooks import HistoryEvent, HistoryListener, watch_history
 from lionmsg.store.schema import FORMAT_VERSION
 from lionmsg.store.snapshots import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, Snapshotable, load_snapshot, save_snapshot
@@ -47,6 +57,7 @@ __all__ = [
     "Snapshotable",
     "StoreError",
     "UnknownBranchError",
+    "UnwritableRecordError",
     "load_snapshot",
     "save_snapshot",
     "watch_history",

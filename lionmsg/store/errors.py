@@ -8,7 +8,14 @@ keeps working.
 
 from __future__ import annotations
 
-__all__ = ["CorruptRecordError", "CorruptStoreError", "SnapshotError", "StoreError", "UnknownBranchError"]
+__all__ = [
+    "CorruptRecordError",
+    "CorruptStoreError",
+    "SnapshotError",
+    "StoreError",
+    "UnknownBranchError",
+    "UnwritableRecordError",
+]
 
 
 class StoreError(Exception):
@@ -44,6 +51,19 @@ class CorruptRecordError(CorruptStoreError):
         self.branch_id = branch_id
         self.message_id = message_id
         self.position = position
+        self.reason = reason
+
+
+class UnwritableRecordError(StoreError, ValueError):
+    """A message whose record cannot be written (`to_json` refused it: a NaN in its content, bytes that
+    are not UTF-8, ...): the write was rolled back. The branch is rewritten whole by its next write,
+    which fails the same way until that message is replaced or gone from the history."""
+
+    def __init__(self, path: str, branch_id: str, message_id: str, reason: str) -> None:
+        super().__init__(f"store {path!r}, branch {branch_id!r}: cannot write message {message_id}: {reason}")
+        self.path = path
+        self.branch_id = branch_id
+        self.message_id = message_id
         self.reason = reason
 
 

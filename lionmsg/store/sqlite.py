@@ -54,7 +54,13 @@ from lionmsg.generated.messages import ActionRequest, ActionResponse, Message, S
 from lionmsg.runtime.branch import Branch
 from lionmsg.runtime.manager import MessageManager
 from lionmsg.runtime.wire import loads_json
-from lionmsg.store.errors import CorruptRecordError, CorruptStoreError, StoreError, UnknownBranchError
+from lionmsg.store.errors import (
+    CorruptRecordError,
+    CorruptStoreError,
+    StoreError,
+    UnknownBranchError,
+    UnwritableRecordError,
+)
 from lionmsg.store.hooks import HistoryEvent, watch_history
 from lionmsg.store.schema import check_store, prepare
 
@@ -238,7 +244,7 @@ class SQLiteStore:
                 written.insert(0, request)  # the runtime linked it in place to this response
 
         def write(connection: sqlite3.Connection) -> None:
-            rows = [(str(item.id), _position(manager, item), item.to_json()) for item in written]
+            rows = [(str(item.id), _position(manager, item), self._record(attachment, item)) for item in written]
             if isinstance(current, System):
                 self._put_system(connection, attachment.branch_id, rows[0])
             else:
@@ -256,14 +262,14 @@ class SQLiteStore:
             if event == "clear":
                 connection.execute("DELETE FROM messages WHERE branch_id = ? AND position <> 0", (key,))
             if system is not None:
-                self._put_system(connection, key, (str(system.id), 0, system.to_json()))
+                self._put_system(connection, key, (str(system.id), 0, self._record(attachment, system)))
 
         self._write(attachment, "the system message" if event == "system" else "the cleared history", write)
 
     def _write(self, attachment: Attachment, what: str, write: Callable[[sqlite3.Connection], None]) -> None:
         """One transaction: `write`, then the check against the manager (and the rewrite it may call
         for). Any failure rolls it back and marks the attachment stale; SQLite's errors are raised as
-        StoreError, others (a record that cannot be serialized) as themselves."""
+        StoreError, a record that cannot be written as UnwritableRecordError (see _record)."""
         try:
             with self._transaction("BEGIN IMMEDIATE") as connection:
                 if attachment._stale:
@@ -285,6 +291,12 @@ class SQLiteStore:
             raise
         attachment._stale = False
 
+    def _record(self, attachment: Attachment, message: Message) -> str:
+        try:
+            return message.to_json()
+        except ValueError as exc:
+            raise UnwritableRecordError(self.path, attachment.branch_id, str(message.id), str(exc)) from exc
+
     def _keep_in_line(self, connection: sqlite3.Connection, attachment: Attachment) -> None:
         manager = attachment.manager
         stored = connection.execute(
@@ -297,7 +309,7 @@ class SQLiteStore:
     def _rewrite(self, connection: sqlite3.Connection, attachment: Attachment) -> None:
         """Make the stored branch exactly the manager's history (inside the caller's transaction)."""
         manager, key = attachment.manager, attachment.branch_id
-        rows = [(key, str(item.id), _position(manager, item), item.to_json()) for item in manager]
+        rows = [(key, str(item.id), _position(manager, item), self._record(attachment, item)) for item in manager]
         system_id = None if manager.system is None else str(manager.system.id)
         connection.execute(
             "INSERT INTO branches (branch_id, created_at, system_id) VALUES (?, ?, ?) "
