@@ -443,6 +443,19 @@ def test_clone_of_generic_content_is_a_deep_copy() -> None:
     assert source.content == {"a": [1]}
 
 
+def test_clone_copies_generic_content_and_metadata_as_deep_as_a_record_can_be() -> None:
+    nested: Any = "leaf"
+    for _ in range(600):  # past what copy.deepcopy reaches (two frames per level); records load it
+        nested = [nested]
+    source = Message.from_json(Message(content={"a": nested}, metadata={"b": nested}).to_json())
+    clone = source.clone()
+    assert clone.content == {"a": nested}
+    assert clone.metadata == {"b": nested, "clone_from": str(source.id)}
+    assert clone.content["a"] is not source.content["a"]
+    assert clone.metadata["b"] is not source.metadata["b"]
+    assert "clone_from" not in source.metadata
+
+
 # -- D6: compatibility labels ---------------------------------------------------------------------
 
 

@@ -153,9 +153,11 @@ def test_non_finite_floats_are_refused_by_json_writers_and_kept_in_python_mode(
             dump()
     with pytest.raises(ValueError, match=rf"^cannot write (nan|inf|-inf) as JSON \(at {re.escape(where)}\)$"):
         message.to_dict()
-    # the manager's record holds the pile's: the place is named within it
-    with pytest.raises(ValueError, match=r"^cannot write (nan|inf|-inf) as JSON \(at \$\.collections\[0\]\."):
-        MessageManager(messages=[message]).to_json()
+    # the manager's record holds the pile's under `messages`: the place is named within it
+    in_manager = re.escape("$.messages.collections[0]" + where[1:])
+    for write in (MessageManager(messages=[message]).to_dict, MessageManager(messages=[message]).to_json):
+        with pytest.raises(ValueError, match=rf"^cannot write (nan|inf|-inf) as JSON \(at {in_manager}\)$"):
+            write()
     assert repr(message.model_dump(mode="python")) == repr(before)  # refusing changed nothing
     python = message.to_dict(mode="python")
     assert "nan" in repr(python) or "inf" in repr(python)

@@ -6,7 +6,6 @@ through a registry of classes defined in this process (never by importing a modu
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
@@ -23,11 +22,10 @@ from pydantic import (
     field_serializer,
     field_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError, PydanticSerializationError
-from pydantic_core import to_json as _write_json
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from lionmsg.runtime.ids import new_uuid4
-from lionmsg.runtime.wire import CANONICAL_UUID, check_finite, loads_json
+from lionmsg.runtime.wire import CANONICAL_UUID, check_finite, loads_json, write_json
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -155,19 +153,7 @@ class Element(BaseModel):
     def to_json(self) -> str:
         """The record as compact JSON text: `to_dict()` written out, so what it refuses (NaN, an
         infinity, bytes that are not UTF-8) is a ValueError here too, wherever it sits."""
-        record = self.to_dict()
-        try:
-            # pydantic-core writes a plain record faster than model_dump_json dumps the model, and
-            # exactly as it would (the same serializer); the record is already checked.
-            return _write_json(record).decode()
-        except PydanticSerializationError as error:
-            # pydantic-core writes neither a lone surrogate (JSON holds it as an escape, and records
-            # read with one load) nor values nested deeper than ~255 levels; the standard library
-            # writes both. Anything it cannot write either is pydantic's error, as before.
-            try:
-                return json.dumps(record, separators=(",", ":"), allow_nan=False)
-            except (TypeError, ValueError, RecursionError):
-                raise error from None
+        return write_json(self.to_dict())
 
     def model_dump_json(self, **options: Any) -> str:
         """`to_json()` when called plainly; with options (indent, exclude...), pydantic's JSON dump,

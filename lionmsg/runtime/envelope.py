@@ -24,6 +24,7 @@ from lionmsg.runtime.fastpath import (
     ENVELOPE_CLASSES,
     ENVELOPE_FIELDS,
     MISSING,
+    deep_copy,
     dump_address,
     json_copy,
     load_envelope,
@@ -162,9 +163,11 @@ class MessageBehaviour(Node, Sendable):
         self.__pydantic_fields_set__.add("content")
 
     def clone(self) -> Self:
-        """The same class and content under a new identity; `metadata["clone_from"]` names the source."""
-        content = self.content.copy() if isinstance(self.content, MessageContent) else copy.deepcopy(self.content)
-        metadata = copy.deepcopy(self.metadata)
+        """The same class and content under a new identity; `metadata["clone_from"]` names the source.
+        Content and metadata are deep copies (a list plain JSON holds twice is copied twice)."""
+        # deep_copy: plain JSON as deep as a record can be (deepcopy recurses twice per level)
+        content = self.content.copy() if isinstance(self.content, MessageContent) else deep_copy(self.content)
+        metadata = deep_copy(self.metadata)
         metadata["clone_from"] = str(self.id)
         # A subclass's own fields (or a generated class's the fast roads do not know) are cloned too.
         extra = {} if type(self) in ENVELOPE_CLASSES else self._fields_beyond_the_envelope()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, NoReturn, cast
@@ -22,7 +21,7 @@ from lionmsg.runtime.callbacks import MessageCallback, run_async_callbacks, run_
 from lionmsg.runtime.factories import AddMessageArguments, build_common, build_message, create_action_response
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression
-from lionmsg.runtime.wire import loads_json
+from lionmsg.runtime.wire import check_finite, loads_json, write_json
 
 if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.10 CI run
     from exceptiongroup import BaseExceptionGroup
@@ -283,11 +282,18 @@ class MessageManager:
         return ref in self.messages
 
     def to_dict(self) -> dict[str, Any]:
-        """The history as a record: the messages (a pile record, in order) and the system's id."""
-        return {"messages": self.messages.to_dict(), "system": None if self.system is None else str(self.system.id)}
+        """The history as a record: the messages (a pile record, in order) and the system's id. A NaN
+        or infinity in a message is a ValueError naming where it is in this record."""
+        record = {
+            "messages": self.messages.model_dump(mode="json"),
+            "system": None if self.system is None else str(self.system.id),
+        }
+        check_finite(record)
+        return record
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False)
+        """The record as compact JSON text, written as every element's `to_json` writes."""
+        return write_json(self.to_dict())
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MessageManager:

@@ -1,4 +1,5 @@
-"""Helpers the generated record loaders call: schema patterns and field errors."""
+"""Reading and writing records: schema patterns and field errors (which the generated loaders call),
+strict JSON reading, and checked JSON writing."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
-__all__ = ["CANONICAL_UUID", "RecordFieldError", "check_finite", "loads_json", "matches"]
+from pydantic_core import PydanticSerializationError
+from pydantic_core import to_json as _write_json
+
+__all__ = ["CANONICAL_UUID", "RecordFieldError", "check_finite", "loads_json", "matches", "write_json"]
 
 
 CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -75,6 +79,20 @@ def check_finite(data: Any) -> None:
             pending.extend(value)
         elif kind is float and not math.isfinite(value):
             raise ValueError(f"cannot write {value!r} as JSON (at {_path_to_non_finite(data, '$')})")
+
+
+def write_json(record: Any) -> str:
+    """A checked JSON-mode record as compact JSON text (pydantic-core's writer, the same bytes
+    `model_dump_json` writes), or the standard library's where pydantic-core refuses: a lone
+    surrogate (JSON holds it as an escape, and records read with one load) or nesting deeper than
+    ~255 levels. Anything neither can write is pydantic-core's error."""
+    try:
+        return _write_json(record).decode()
+    except PydanticSerializationError as error:
+        try:
+            return json.dumps(record, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            raise error from None
 
 
 def _path_to_non_finite(value: Any, path: str) -> str | None:
