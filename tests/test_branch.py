@@ -40,6 +40,31 @@ def test_current_progression_selects_a_view_without_deleting_records() -> None:
     assert branch.progression is branch.msgs.progression
 
 
+def test_a_slice_of_the_history_or_a_list_of_ids_is_a_view_too() -> None:
+    branch = _branch()
+    branch.metadata["current_progression"] = branch.msgs.progression[-2:]  # LionAGI's idiom
+    assert [m["content"] for m in branch.msgs.to_chat_msgs(branch.progression)] == ["two", "Instruction: three"]
+    chosen = [branch.messages[0].id, branch.messages[3].id]
+    for given in (chosen, tuple(chosen)):
+        branch.metadata["current_progression"] = given
+        assert list(branch.progression) == chosen
+        assert isinstance(branch.metadata["current_progression"], Progression)  # kept as one from now on
+    added = branch.msgs.add_message(instruction="four")  # the view follows the history, as a Progression does
+    assert list(branch.progression) == [*chosen, added.id]
+    assert Branch.from_dict(branch.to_dict()).progression == branch.progression
+
+
+def test_a_view_that_is_neither_a_progression_nor_ids_is_a_type_error() -> None:
+    branch = _branch()
+    branch.metadata["current_progression"] = "recent"
+    with pytest.raises(
+        TypeError, match=r"^metadata\['current_progression'\] must be a Progression or a list of ids, not str$"
+    ):
+        _ = branch.progression
+    branch.msgs.add_message(instruction="four")  # adding still works: the value is left as it is
+    assert branch.metadata["current_progression"] == "recent"
+
+
 def test_a_branch_starts_from_any_history_form() -> None:
     items = [Instruction(content={"instruction": "i"}), AssistantResponse(content={"assistant_response": "a"})]
     for messages in (items, tuple(items), Pile(items), Pile(items).to_dict()):

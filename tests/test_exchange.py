@@ -705,3 +705,29 @@ def test_a_record_without_totals_counts_its_kept_drops() -> None:
     assert record["drop_counts"] == {DROP_NOT_AN_OWNER: 1, DROP_UNKNOWN_RECIPIENT: 1}
     del record["drop_counts"]
     assert Exchange.from_dict(record).drop_counts == {DROP_NOT_AN_OWNER: 1, DROP_UNKNOWN_RECIPIENT: 1}
+
+
+def test_drop_limit_is_fixed_at_construction_and_never_negative() -> None:
+    exchange = Exchange(drop_limit=2)
+    with pytest.raises(ValidationError, match="Field is frozen"):
+        exchange.drop_limit = 100
+    assert exchange.drop_limit == 2
+    with pytest.raises(ValidationError, match="greater than or equal to 0"):
+        Exchange(drop_limit=-1)
+
+
+def test_a_flow_record_holding_an_element_that_is_no_message_is_refused() -> None:
+    exchange = Exchange()
+    alice, bob = uuid4(), uuid4()
+    exchange.register(alice)
+    exchange.register(bob)
+    exchange.send(alice, bob, "real mail")
+    record = exchange.to_dict()
+    flow = next(f for f in record["flows"] if f["name"] == str(alice))
+    stranger = Progression(order=[uuid4()])
+    flow["items"]["item_type"] = None  # the pile record no longer restricts its items
+    flow["items"]["collections"].append(stranger.to_dict())
+    flow["items"]["progression"]["order"].append(str(stranger.id))
+    next(p for p in flow["progressions"] if p["name"] == "outbox")["order"].append(str(stranger.id))
+    with pytest.raises(ValidationError, match="a flow holds messages only, not Progression"):
+        Exchange.from_dict(record)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import re
 import sys
 import threading
 import typing
@@ -182,6 +183,44 @@ def test_clear_messages_keeps_only_the_system() -> None:
     plain = MessageManager(messages=[Instruction()])
     plain.clear_messages()
     assert len(plain) == 0
+
+
+@pytest.mark.parametrize("take_out", ["pop", "exclude", "clear"])
+def test_a_system_taken_out_through_the_pile_is_no_longer_the_system(take_out: str) -> None:
+    old = System(content={"system_message": "old"})
+    manager = MessageManager(system=old)
+    question = manager.add_message(instruction="q")
+    if take_out == "pop":
+        manager.messages.pop(old.id)
+    elif take_out == "exclude":
+        manager.messages.exclude(old)
+    else:
+        manager.messages.clear()
+        manager.messages.include(question)
+    assert manager.system is None
+    assert MessageManager.from_dict(manager.to_dict()).system is None  # the record agrees with the pile
+    manager.clear_messages()  # nothing to keep
+    assert len(manager) == 0
+    manager.add_message(instruction="q2")
+    new = System(content={"system_message": "new"})
+    manager.set_system(new)
+    assert manager.system is new
+    assert kinds(manager) == ["System", "Instruction"]
+    manager.set_system(old)  # the old one again: it replaces the new one at index 0
+    assert [m.id for m in manager][:1] == [old.id]
+    assert kinds(manager) == ["System", "Instruction"]
+    reloaded = MessageManager.from_dict(manager.to_dict())
+    assert reloaded.system is not None
+    assert reloaded.system.id == old.id
+    assert [c["role"] for c in reloaded.to_chat_msgs()] == ["system", "user"]
+
+
+def test_the_system_is_set_with_set_system_not_by_assignment() -> None:
+    manager = MessageManager()
+    with pytest.raises(AttributeError):
+        manager.system = System()  # type: ignore[misc]
+    assert manager.system is None
+    assert len(manager) == 0
 
 
 # -- history-changed listeners (beyond the ADR: how a store hears set_system and clear_messages) --
@@ -421,6 +460,35 @@ def test_a_falsy_action_output_still_makes_a_response(output: Any) -> None:
     assert response.content.output == output
 
 
+@pytest.mark.parametrize(("context", "stored"), [(0, [0]), (False, [False]), ("", [""]), ({}, [{}]), ([], [])])
+def test_a_falsy_context_is_kept_as_a_scalar_is(context: Any, stored: list[Any]) -> None:
+    # ADR D2: scalars become one-element lists; only None means "no context" (as in LionAGI)
+    manager = MessageManager()
+    added = manager.add_message(instruction="x", context=context)
+    assert added.content.prompt_context == stored
+    revised = manager.add_message(instruction="y", context=["a"])
+    assert manager.add_message(instruction=revised, context=context) is revised
+    assert revised.content.prompt_context == ["a", *stored]  # extend, the default
+    assert asyncio.run(manager.a_add_message(instruction="z", context=context)).content.prompt_context == stored
+    assert MessageManager().add_message(instruction="x", context=0).rendered == "Instruction: x\nContext:\n- 0"
+    # a kind that takes no context leaves a falsy one aside, as it does every falsy argument
+    assert type(MessageManager().add_message(assistant_response="hi", context=context)) is AssistantResponse
+
+
+@pytest.mark.parametrize("other", [Instruction(content={"instruction": "q"}), System(), Message(content="x")])
+def test_another_kind_of_message_as_assistant_response_is_refused_and_nothing_changes(other: Message) -> None:
+    manager = MessageManager()
+    manager.add_message(instruction="hi")
+    before = snapshot(manager)
+    expected = (
+        "assistant_response must be text, a provider response or an AssistantResponse, "
+        f"got a message of kind {type(other).__name__}"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
+        manager.add_message(assistant_response=other)
+    assert snapshot(manager) == before
+
+
 def test_an_action_request_without_output_is_re_added_as_a_request() -> None:
     manager = MessageManager()
     request = manager.add_message(action_function="f")
@@ -475,18 +543,39 @@ def test_a_provider_payload_as_assistant_response_is_normalised() -> None:
     assert message.metadata["model_response"] == {"choices": [{"message": {"content": "hi"}}]}
 
 
-def test_metadata_is_merged_into_the_message() -> None:
-    message = MessageManager().add_message(instruction="i", metadata={"k": 1})
-    assert message.metadata == {"k": 1}
+def test_metadata_is_merged_into_extra_as_lionagi_does() -> None:
+    manager = MessageManager()
+    given = {"k": [1]}
+    message = manager.add_message(instruction="i", metadata=given)
+    assert message.metadata == {"extra": {"k": [1]}}
+    given["k"].append(2)  # the caller's value was copied
+    assert manager.add_message(instruction=message, guidance="g", metadata={"j": 2}) is message
+    assert message.metadata == {"extra": {"k": [1], "j": 2}}
+    assert manager.add_message(instruction=message, metadata={}) is message  # empty: nothing to merge
+    assert message.metadata == {"extra": {"k": [1], "j": 2}}
+    for kind in ("system", "assistant_response"):
+        assert manager.add_message(**{kind: "text"}, metadata={"kind": kind}).metadata["extra"] == {"kind": kind}
 
 
 @pytest.mark.parametrize("named", ["Instruction", "System"])
-def test_metadata_cannot_set_lion_class_and_nothing_changes(named: str) -> None:
+def test_metadata_naming_a_class_stays_in_extra_and_records_keep_the_class(named: str) -> None:
     manager, existing = _history_with_every_updatable_kind()
+    message = manager.add_message(instruction=existing["instruction"], guidance="new", metadata={"lion_class": named})
+    assert message.metadata["extra"] == {"lion_class": named}
+    assert type(Message.from_dict(message.to_dict())) is Instruction
+
+
+def test_metadata_for_a_message_whose_extra_is_not_a_dict_is_refused_and_nothing_changes() -> None:
+    manager = MessageManager()
+    message = manager.add_message(instruction="hi")
+    message.metadata["extra"] = ["not", "a", "dict"]
     before = snapshot(manager)
-    with pytest.raises(ValueError, match=r"^metadata cannot set lion_class: a message's class names itself"):
-        manager.add_message(instruction=existing["instruction"], guidance="new", metadata={"lion_class": named})
+    with pytest.raises(
+        TypeError, match=r"^metadata is merged into the message's metadata\['extra'\], which is a list, not a dict$"
+    ):
+        manager.add_message(instruction=message, guidance="new", metadata={"k": 1})
     assert snapshot(manager) == before
+    assert message.content.guidance is None
 
 
 def _history_with_every_updatable_kind() -> tuple[MessageManager, dict[str, Message]]:

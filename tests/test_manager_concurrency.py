@@ -58,7 +58,7 @@ def test_ten_thousand_concurrent_adds_with_a_re_entrant_async_observer() -> None
     async def echo(message: Message) -> None:
         calls[message.id].append("async")
         await asyncio.sleep(0)  # let other adds interleave
-        outer = message.metadata.get("outer")
+        outer = message.metadata.get("extra", {}).get("outer")
         if outer is not None:
             await manager.a_add_message(instruction=f"echo {outer}", metadata={"echo_of": outer})
             await asyncio.sleep(0)
@@ -77,23 +77,25 @@ def test_ten_thousand_concurrent_adds_with_a_re_entrant_async_observer() -> None
     returned = run(main())
 
     # Each call returned its own outer message, committed.
-    assert [message.metadata["outer"] for message in returned] == list(range(outer_count))
+    assert [message.metadata["extra"]["outer"] for message in returned] == list(range(outer_count))
     assert all(type(message) is Instruction for message in returned)
 
     messages = assert_progression_and_pile_agree(manager)
     assert len(manager) == len(messages) == 2 * outer_count
-    outers = Counter(m.metadata["outer"] for m in messages if "outer" in m.metadata)
-    echoes = Counter(m.metadata["echo_of"] for m in messages if "echo_of" in m.metadata)
+    outers = Counter(m.metadata["extra"]["outer"] for m in messages if "outer" in m.metadata.get("extra", {}))
+    echoes = Counter(m.metadata["extra"]["echo_of"] for m in messages if "echo_of" in m.metadata.get("extra", {}))
     assert outers == Counter(range(outer_count))
     assert echoes == Counter(range(outer_count))
     assert len({message.id for message in messages}) == 2 * outer_count
 
     position = {message.id: index for index, message in enumerate(messages)}
-    outer_position = {m.metadata["outer"]: position[m.id] for m in messages if "outer" in m.metadata}
+    outer_position = {
+        m.metadata["extra"]["outer"]: position[m.id] for m in messages if "outer" in m.metadata.get("extra", {})
+    }
     for message in messages:
-        if "echo_of" in message.metadata:
-            assert position[message.id] > outer_position[message.metadata["echo_of"]]
-            assert message.rendered == f"Instruction: echo {message.metadata['echo_of']}"
+        if "echo_of" in message.metadata.get("extra", {}):
+            assert position[message.id] > outer_position[message.metadata["extra"]["echo_of"]]
+            assert message.rendered == f"Instruction: echo {message.metadata['extra']['echo_of']}"
 
     # Sync and async observers all ran once per message (echoes included), in list order.
     assert calls.keys() == position.keys()
@@ -146,14 +148,14 @@ def test_sync_add_inside_an_async_observer_is_refused_and_adds_nothing() -> None
     checked: list[int] = []
 
     async def observer(message: Message) -> None:
-        if "outer" not in message.metadata:
+        if "outer" not in message.metadata.get("extra", {}):
             return
         await asyncio.sleep(0)
         before = snapshot(manager)
         with pytest.raises(RuntimeError, match=r"cannot fire from the sync add_message path\. Use a_add_message"):
             manager.add_message(instruction="nested", metadata={"nested": True})
         assert snapshot(manager) == before
-        checked.append(message.metadata["outer"])
+        checked.append(message.metadata["extra"]["outer"])
 
     manager.on_message_added.append(observer)
 
@@ -166,7 +168,7 @@ def test_sync_add_inside_an_async_observer_is_refused_and_adds_nothing() -> None
     assert sorted(checked) == list(range(100))
     messages = assert_progression_and_pile_agree(manager)
     assert [m.id for m in messages] == [m.id for m in returned]
-    assert not any("nested" in m.metadata for m in messages)
+    assert not any("nested" in m.metadata.get("extra", {}) for m in messages)
 
 
 def test_a_refused_sync_add_propagates_as_the_observer_failure_and_the_outer_message_stays() -> None:
@@ -210,20 +212,20 @@ def test_concurrent_adds_with_failing_observers_commit_everything_and_report_per
 
     # number % 4: 0 -> no failure, 1 -> the sync observer fails, 2 -> the async one fails, 3 -> both fail.
     def sync_observer(message: Message) -> None:
-        number = message.metadata["n"]
+        number = message.metadata["extra"]["n"]
         ran[number].append("sync")
         if number % 4 in (1, 3):
             fail("sync", number)
 
     async def async_observer(message: Message) -> None:
-        number = message.metadata["n"]
+        number = message.metadata["extra"]["n"]
         await asyncio.sleep(0)
         ran[number].append("async")
         if number % 4 in (2, 3):
             fail("async", number)
 
     def tail_observer(message: Message) -> None:
-        ran[message.metadata["n"]].append("tail")
+        ran[message.metadata["extra"]["n"]].append("tail")
 
     manager.on_message_added.extend([sync_observer, async_observer, tail_observer])
 
@@ -237,11 +239,11 @@ def test_concurrent_adds_with_failing_observers_commit_everything_and_report_per
 
     # Every message is committed, once, whatever its observers did.
     messages = assert_progression_and_pile_agree(manager)
-    assert Counter(m.metadata["n"] for m in messages) == Counter(range(count))
+    assert Counter(m.metadata["extra"]["n"] for m in messages) == Counter(range(count))
     # Every observer ran for every message, failures notwithstanding.
     assert all(sequence == ["sync", "async", "tail"] for sequence in ran.values())
 
-    by_number = {m.metadata["n"]: m for m in messages}
+    by_number = {m.metadata["extra"]["n"]: m for m in messages}
     for number, result in enumerate(results):
         errors = raised[number]
         if number % 4 == 0:

@@ -187,13 +187,13 @@ class ManagerMachine(RuleBasedStateMachine):
         content = message.content
         assert content.instruction == text
         assert content.guidance == guidance
-        if context:
+        if context is not None:  # a falsy context (0, "", {}) is a value too: wrapped, not dropped
             assert content.prompt_context == (context if isinstance(context, list) else [context])
         assert content.tool_schemas == (schemas or [])
         assert content.images == (pictures or [])
         if pictures:
             assert content.image_detail == (detail or "auto")
-        assert message.metadata.items() >= (meta or {}).items()
+        assert message.metadata.get("extra", {}).items() >= (meta or {}).items()
         assert (message.sender, message.recipient) == (MessageRole.UNSET, MessageRole.UNSET)
 
     @rule(text=texts, shape=st.sampled_from(["text", "openai", "blocks", "content"]), sender=st.none() | addresses)
@@ -278,7 +278,7 @@ class ManagerMachine(RuleBasedStateMachine):
         self.kept_in_place(instruction, returned, index)
         assert instruction.content.guidance == guidance
         assert instruction.content.instruction == before.get("instruction")
-        added = (context if isinstance(context, list) else [context]) if context else []  # extend: the default
+        added = [] if context is None else context if isinstance(context, list) else [context]  # extend: the default
         assert instruction.content.prompt_context == [*before.get("prompt_context", []), *added]
 
     @precondition(lambda self: bool(self.present(ActionRequest)))

@@ -483,7 +483,19 @@ def test_get_with_default() -> None:
     assert pile.get(uuid4()) is None
     assert pile.get(uuid4(), "dflt") == "dflt"
     assert pile.get("junk", "dflt") == "dflt"
-    assert pile.get(5, "dflt") == "dflt"
+    assert pile.get(5, "dflt") == "dflt"  # out of range
+    assert pile.get(True, "dflt") == "dflt"  # a bool names no position
+
+
+def test_get_takes_positions_and_slices_as_lionagi_does() -> None:
+    a, b, c = Instruction(), Node(), AssistantResponse()
+    pile: Pile[Any] = Pile([a, b, c])
+    assert pile.get(0) is a
+    assert pile.get(-1) is c
+    assert pile.get(3) is None
+    sliced = pile.get(slice(0, 2))
+    assert isinstance(sliced, Pile)
+    assert list(sliced) == [a, b]
 
 
 def test_getitem_by_uuid_string_element_and_position() -> None:
@@ -925,3 +937,11 @@ def test_ids_in_the_pile_are_uuids() -> None:
     pile: Pile[Any] = Pile([Node()], progression=None)
     keys = pile.keys()
     assert all(type(ident) is UUID for ident in keys)
+
+
+def test_strict_type_is_frozen_so_the_admitted_items_stay_admissible() -> None:
+    pile: Pile[Message] = Pile(collections=[Instruction()], item_type=Message)
+    with pytest.raises(ValidationError, match="Field is frozen"):
+        pile.strict_type = True
+    assert pile.strict_type is False
+    assert Pile.from_dict(pile.to_dict()).keys() == pile.keys()

@@ -4,7 +4,11 @@ gap/compaction (middle removal) paths of the storage."""
 
 from __future__ import annotations
 
+import copy
 import json
+import operator
+import pickle
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -40,7 +44,7 @@ def assert_matches(p: Progression, model: list[UUID]) -> None:
         assert str(ident) in p
     for position in range(-len(model), len(model)):
         assert p[position] == model[position]
-    assert p[:] == model
+    assert list(p[:]) == model
 
 
 # -- construction ---------------------------------------------------------------------------------
@@ -470,13 +474,53 @@ def test_an_object_with_index_is_a_position() -> None:
     assert_matches(p, ids(1, 4, 2, 3))
 
 
-def test_slices_return_lists_of_ids() -> None:
-    p = Progression(ids(1, 2, 3, 4, 5))
+def test_slices_are_new_unnamed_progressions_of_those_ids() -> None:
+    p = Progression(ids(1, 2, 3, 4, 5), name="all")
     model = ids(1, 2, 3, 4, 5)
     for window in (slice(1, 3), slice(None, None, 2), slice(None, None, -1), slice(-2, None), slice(4, 1, -1)):
-        assert p[window] == model[window]
-        assert type(p[window]) is list
-    assert p[10:20] == []
+        sliced = p[window]
+        assert type(sliced) is Progression
+        assert list(sliced) == model[window]
+        assert sliced.name is None
+        assert sliced.id != p.id
+    assert len(p[10:20]) == 0
+    p[1:3].append(uid(9))  # a new progression: the sliced one is unchanged
+    assert list(p) == model
+
+
+def test_order_is_a_snapshot_that_refuses_changes() -> None:
+    p = Progression(ids(1, 2, 3))
+    order = p.order
+    assert order == ids(1, 2, 3)
+    assert isinstance(order, list)
+    changes: list[Callable[[list[UUID]], Any]] = [
+        lambda o: o.append(uid(4)),
+        lambda o: o.extend([uid(4)]),
+        lambda o: o.insert(0, uid(4)),
+        lambda o: o.remove(uid(1)),
+        lambda o: o.pop(),
+        lambda o: o.clear(),
+        lambda o: o.sort(),
+        lambda o: o.reverse(),
+        lambda o: o.__setitem__(0, uid(4)),
+        lambda o: o.__delitem__(0),
+        lambda o: o.__iadd__([uid(4)]),
+        lambda o: o.__imul__(2),
+    ]
+    for change in changes:
+        with pytest.raises(TypeError, match=r"^Progression\.order is a snapshot: change the order through the"):
+            change(order)
+    assert order == ids(1, 2, 3)
+    assert list(p) == ids(1, 2, 3)
+    for plain in (
+        order[:],
+        operator.add(order, []),
+        copy.copy(order),
+        copy.deepcopy(order),
+        pickle.loads(pickle.dumps(order)),
+    ):
+        assert type(plain) is list
+        assert plain == ids(1, 2, 3)
 
 
 def test_iteration_and_reversal() -> None:

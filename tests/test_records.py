@@ -21,11 +21,15 @@ from lionmsg import (
     LION_CLASSES,
     SCHEMA_IDS,
     ActionRequest,
+    ActionRequestContent,
     ActionResponse,
+    ActionResponseContent,
     AssistantResponse,
+    AssistantResponseContent,
     Branch,
     Element,
     Exchange,
+    Flow,
     Instruction,
     InstructionContent,
     Message,
@@ -35,6 +39,7 @@ from lionmsg import (
     Pile,
     Progression,
     System,
+    SystemContent,
 )
 from lionmsg.runtime import fastpath
 from lionmsg.runtime.fastpath import ENVELOPE_CLASSES, ENVELOPE_FIELDS
@@ -167,6 +172,81 @@ def test_non_finite_floats_are_refused_by_json_writers_and_kept_in_python_mode(
     else:  # python mode keeps the value through a branch
         again = Branch.model_validate(branch.model_dump())
         assert repr(again.messages[message.id].model_dump()) == repr(before)
+
+
+def _cyclic() -> list[Any]:
+    loop: list[Any] = []
+    loop.append(loop)
+    return loop
+
+
+def _deep(levels: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Message(content={"a": _cyclic()}),
+        lambda: Instruction(content={"instruction": "x", "context": [_cyclic()]}),
+        lambda: Message(content={"a": _deep(5000)}),
+        lambda: Message(content={"a": 1}, metadata={"m": _cyclic()}),
+    ],
+    ids=["generic content", "instruction context", "deep content", "metadata"],
+)
+def test_a_record_holding_a_cycle_or_thousands_of_levels_is_a_value_error(build: Callable[[], Message]) -> None:
+    message = build()
+    for write in (message.to_dict, message.to_json):
+        with pytest.raises(ValueError, match=r"^cannot write the record: a value in it refers to itself or is nested"):
+            write()
+    # inside a container record: pydantic's own cycle and depth checks, or the same ValueError it wraps
+    refused = r"Circular reference detected|Maximum serialization depth exceeded|refers to itself or is nested too"
+    with pytest.raises(ValueError, match=refused):
+        Pile(collections=[message]).to_json()
+
+
+CONTENT_CLASSES = [
+    SystemContent,
+    InstructionContent,
+    AssistantResponseContent,
+    ActionRequestContent,
+    ActionResponseContent,
+]
+
+
+@pytest.mark.parametrize("cls", CONTENT_CLASSES, ids=lambda cls: cls.__name__)
+@pytest.mark.parametrize("bad", [None, "x", 5, [1]], ids=repr)
+def test_content_from_anything_but_a_mapping_is_a_type_error(cls: Any, bad: Any) -> None:
+    with pytest.raises(TypeError, match=rf"^{cls.__name__}\.from_dict takes a mapping of field values, got "):
+        cls.from_dict(bad)
+    with pytest.raises(TypeError, match=rf"^{cls.__name__} records are objects, got {type(bad).__name__}$"):
+        cls.from_record(bad)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Exchange(flows=[5]), "an Exchange's flows are Flows or flow records, not int"),
+        (lambda: Flow(items=5), "a flow's items are a Pile of messages or a pile record, not int"),
+        (lambda: Flow(progressions=[5]), "a flow's progressions are Progressions or records, not int"),
+        (lambda: Branch(msgs="x"), "msgs must be a MessageManager, got str"),
+    ],
+)
+def test_container_parts_of_the_wrong_type_are_type_errors(build: Callable[[], Any], message: str) -> None:
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        build()
+
+
+@pytest.mark.parametrize("mode", ["db", "JSON", None])
+def test_a_record_mode_other_than_json_or_python_is_refused(mode: Any) -> None:
+    for element in (Instruction(content={"instruction": "x"}), Pile(), Progression()):
+        with pytest.raises(
+            ValueError, match=rf"^unsupported mode {re.escape(repr(mode))}: records are written in mode"
+        ):
+            element.to_dict(mode=mode)
 
 
 def test_model_dump_json_with_options_refuses_the_floats_pydantic_would_write_bare() -> None:

@@ -240,7 +240,7 @@ def test_an_observer_adding_from_inside_an_observer_keeps_the_stored_order(store
     manager = MessageManager()
 
     def echo(message: Message) -> None:
-        if not message.metadata.get("echo"):
+        if not message.metadata.get("extra", {}).get("echo"):
             manager.add_message(assistant_response="echo", metadata={"echo": True})
 
     manager.on_message_added.append(echo)
@@ -290,6 +290,18 @@ def test_a_message_that_cannot_be_written_is_refused_until_it_is_replaced(store:
     manager.add_message(instruction=bad, context=[{"x": 1.5}], handle_context="replace")
     assert_same_history(reloaded(path, "b1"), manager)
     assert [m.content.instruction for m in list(reloaded(path, "b1"))[1:]] == ["first", "second", "third"]
+
+
+def test_a_message_holding_a_cycle_is_an_unwritable_record(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager(system=system())
+    store.attach(manager, "b1")
+    before = dump(path)
+    loop: list[Any] = []
+    loop.append(loop)
+    expected = r"cannot write message .{36}: cannot write the record: a value in it refers to itself or is nested too"
+    with pytest.raises(UnwritableRecordError, match=expected):
+        manager.add_message(instruction="cyclic", context=[loop])
+    assert dump(path) == before
 
 
 def test_a_branch_is_attached_through_its_manager(store: SQLiteStore, path: Path) -> None:

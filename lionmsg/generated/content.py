@@ -84,6 +84,8 @@ class ActionRequestContent(ActionRequestBehaviour):
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> ActionRequestContent:
         """Load from the record form: schema fields only, each checked against its schema."""
+        if type(data) is not dict and not isinstance(data, Mapping):
+            raise TypeError(f"{cls.__name__} records are objects, got {type(data).__name__}")
         if not data.keys() <= cls._WIRE_FIELDS:
             raise RecordFieldError.unknown(cls.__name__, data.keys() - cls._WIRE_FIELDS, data)
         if "function" in data and not isinstance(data["function"], str):
@@ -263,6 +265,8 @@ class ActionResponseContent(ActionResponseBehaviour):
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> ActionResponseContent:
         """Load from the record form: schema fields only, each checked against its schema."""
+        if type(data) is not dict and not isinstance(data, Mapping):
+            raise TypeError(f"{cls.__name__} records are objects, got {type(data).__name__}")
         if not data.keys() <= cls._WIRE_FIELDS:
             raise RecordFieldError.unknown(cls.__name__, data.keys() - cls._WIRE_FIELDS, data)
         if "function" in data and not isinstance(data["function"], str):
@@ -414,6 +418,8 @@ class AssistantResponseContent(AssistantResponseBehaviour):
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> AssistantResponseContent:
         """Load from the record form: schema fields only, each checked against its schema."""
+        if type(data) is not dict and not isinstance(data, Mapping):
+            raise TypeError(f"{cls.__name__} records are objects, got {type(data).__name__}")
         if not data.keys() <= cls._WIRE_FIELDS:
             raise RecordFieldError.unknown(cls.__name__, data.keys() - cls._WIRE_FIELDS, data)
         if "assistant_response" in data and not isinstance(data["assistant_response"], str):
@@ -614,6 +620,8 @@ class InstructionContent(InstructionBehaviour):
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> InstructionContent:
         """Load from the record form: schema fields only, each checked against its schema."""
+        if type(data) is not dict and not isinstance(data, Mapping):
+            raise TypeError(f"{cls.__name__} records are objects, got {type(data).__name__}")
         if not data.keys() <= cls._WIRE_FIELDS:
             raise RecordFieldError.unknown(cls.__name__, data.keys() - cls._WIRE_FIELDS, data)
         if "instruction" in data and not (isinstance(data["instruction"], str) or data["instruction"] is None):
@@ -858,6 +866,8 @@ class SystemContent(SystemBehaviour):
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> SystemContent:
         """Load from the record form: schema fields only, each checked against its schema."""
+        if type(data) is not dict and not isinstance(data, Mapping):
+            raise TypeError(f"{cls.__name__} records are objects, got {type(data).__name__}")
         if not data.keys() <= cls._WIRE_FIELDS:
             raise RecordFieldError.unknown(cls.__name__, data.keys() - cls._WIRE_FIELDS, data)
         if "system_message" in data and not isinstance(data["system_message"], str):

@@ -51,6 +51,8 @@ class Branch(Element):
                 raise ValueError("system_datetime goes with a system prompt given as text")
             msgs = MessageManager.from_dict({"messages": messages, "system": system})
             messages = system = None
+        if msgs is not None and not isinstance(msgs, MessageManager):
+            raise TypeError(f"msgs must be a MessageManager, got {type(msgs).__name__}")
         given = (messages, system, progression, on_message_added)
         if msgs is not None and any(value is not None for value in given):
             raise ValueError("pass either msgs or messages/system/progression/on_message_added, not both")
@@ -70,14 +72,23 @@ class Branch(Element):
         manager.on_message_added.append(self._track_in_view)
         manager.on_history_changed.append(self._keep_view_in_step)
 
-    def _track_in_view(self, message: Message) -> None:
+    def _view(self) -> Progression | None:
+        """The selected view: a Progression, or a list or tuple of ids (LionAGI honours those too), kept
+        as a Progression from its first use so that it follows the history; None when there is none or
+        it is neither (the `progression` property refuses such a value)."""
         view = self.metadata.get(CURRENT_PROGRESSION)
-        if isinstance(view, Progression) and not isinstance(message, System) and message.id not in view:
+        if isinstance(view, (list, tuple)):
+            view = self.metadata[CURRENT_PROGRESSION] = Progression(order=view)
+        return view if isinstance(view, Progression) else None
+
+    def _track_in_view(self, message: Message) -> None:
+        view = self._view()
+        if view is not None and not isinstance(message, System) and message.id not in view:
             view.append(message.id)  # a system message is placed by _keep_view_in_step
 
     def _keep_view_in_step(self, event: str) -> None:
-        view = self.metadata.get(CURRENT_PROGRESSION)
-        if not isinstance(view, Progression):
+        view = self._view()
+        if view is None:
             return
         held = self._msgs.messages
         gone = [ident for ident in view if ident not in held]  # a replaced system, or everything cleared
@@ -101,14 +112,23 @@ class Branch(Element):
 
     @property
     def progression(self) -> Progression:
-        view = self.metadata.get(CURRENT_PROGRESSION)
-        return view if isinstance(view, Progression) else self._msgs.progression
+        """`metadata["current_progression"]` when present (a Progression, or a list or tuple of ids),
+        else the whole history's order; any other value there is a TypeError."""
+        view = self._view()
+        if view is not None:
+            return view
+        given = self.metadata.get(CURRENT_PROGRESSION)
+        if given is not None:
+            raise TypeError(
+                f"metadata[{CURRENT_PROGRESSION!r}] must be a Progression or a list of ids, not {type(given).__name__}"
+            )
+        return self._msgs.progression
 
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
         record: dict[str, Any] = handler(self)
-        view = self.metadata.get(CURRENT_PROGRESSION)
-        if isinstance(view, Progression):
+        view = self._view()
+        if view is not None:
             record["metadata"][CURRENT_PROGRESSION] = view.model_dump(mode=info.mode)
         # In the asked mode, unchecked: to_dict checks the whole record (naming `$.messages...`), and a
         # python-mode dump keeps what JSON cannot hold (NaN).

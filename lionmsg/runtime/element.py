@@ -25,7 +25,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from lionmsg.runtime.ids import new_uuid4
-from lionmsg.runtime.wire import CANONICAL_UUID, check_finite, loads_json, write_json
+from lionmsg.runtime.wire import CANONICAL_UUID, UNWRITABLE_DEPTH, check_finite, check_mode, loads_json, write_json
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -144,8 +144,13 @@ class Element(BaseModel):
 
     def to_dict(self, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
         """The record: JSON-ready by default (`mode="python"` keeps UUIDs and enums as objects). In JSON
-        mode a NaN or infinity anywhere in it is a ValueError; `mode="python"` keeps it."""
-        record = self.model_dump(mode=mode)
+        mode a NaN or infinity anywhere in it is a ValueError; `mode="python"` keeps it. A value that
+        refers to itself or is nested too deeply to write is a ValueError in either mode."""
+        check_mode(mode)
+        try:
+            record = self.model_dump(mode=mode)
+        except RecursionError:
+            raise ValueError(UNWRITABLE_DEPTH) from None
         if mode == "json":
             check_finite(record)
         return record

@@ -31,7 +31,7 @@ from lionmsg.runtime.fastpath import (
     load_record,
 )
 from lionmsg.runtime.ids import uuid_text
-from lionmsg.runtime.wire import RecordFieldError
+from lionmsg.runtime.wire import UNWRITABLE_DEPTH, RecordFieldError
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -193,7 +193,10 @@ class MessageBehaviour(Node, Sendable):
     def to_dict(self, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
         """The record: JSON-ready by default (`mode="python"` keeps UUIDs and enums as objects)."""
         if mode == "json":
-            record = self._plain_record()
+            try:
+                record = self._plain_record()
+            except RecursionError:  # json_copy recurses once per level
+                raise ValueError(UNWRITABLE_DEPTH) from None
             if record is not None:
                 return record
         return super().to_dict(mode)

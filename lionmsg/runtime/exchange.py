@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from pydantic import SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from lionmsg.generated.messages import Message
 from lionmsg.generated.roles import MessageRole
@@ -86,7 +86,8 @@ def _text(value: Any) -> str | None:
 class Exchange(Element):
     """Mailboxes by owner id (see the module docstring for the routing rules)."""
 
-    drop_limit: int = 10_000
+    # Frozen: the drop record's deque was sized by it.
+    drop_limit: int = Field(default=10_000, ge=0, frozen=True)
 
     if TYPE_CHECKING:
         # By the owner id's 128-bit integer (native hashing: UUID.__hash__ is a Python call, made
@@ -108,6 +109,8 @@ class Exchange(Element):
         owners: dict[int, UUID] = {}
         for given in flows or []:
             flow = Flow.from_dict(given) if isinstance(given, Mapping) else given  # a record: model_validate's
+            if not isinstance(flow, Flow):
+                raise TypeError(f"an Exchange's flows are Flows or flow records, not {type(flow).__name__}")
             owner = flow.owner()
             if owner is None or owner.int in index:
                 raise ValueError("every flow needs a distinct owner UUID as its name")

@@ -6,8 +6,8 @@ raise `ValueError("Only one message type can be added at a time.")`, and an argu
 to the chosen kind is a `ValueError` too: nothing is silently dropped. With no kind chosen, an
 instruction is built. Passing an existing message of the chosen kind updates it instead of building one.
 Without `sender`/`recipient`, new messages keep their class defaults. `metadata` (a mapping with
-string keys, else a TypeError before anything is built or changed; `lion_class`, which records write
-from the message's class, is a ValueError) is merged into the message's.
+string keys, else a TypeError before anything is built or changed) is merged into the message's
+`metadata["extra"]`, as LionAGI does.
 """
 
 from __future__ import annotations
@@ -86,17 +86,13 @@ _KIND_ARGUMENTS = {
 def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metadata: dict[str, Any] | None) -> Message:
     """The one message the arguments describe (see the module docstring); `arguments` (the kind
     arguments, without sender, recipient and metadata) is the caller's to hand over: it is consumed."""
-    if metadata is not None:  # checked first: the builders below may update an existing message in place
-        if not _is_metadata(metadata):
-            raise TypeError(f"metadata must be a mapping with string keys, got {metadata!r}")
-        if "lion_class" in metadata:
-            raise ValueError("metadata cannot set lion_class: a message's class names itself in its records")
+    if metadata is not None and not _is_metadata(metadata):  # first: the builders may update in place
+        raise TypeError(f"metadata must be a mapping with string keys, got {metadata!r}")
     kind = _kind(arguments)
-    # Given: not None for action_output (falsy results such as 0 or "" still make a response), truthy
-    # for every other argument.
-    given = {
-        name: value for name, value in arguments.items() if (value is not None if name == "action_output" else value)
-    }
+    if metadata:
+        _check_extra(arguments.get(kind))  # the message it names is the one updated (and returned)
+    keep_falsy = _KEPT_WHEN_FALSY.get(kind, _ACTION_OUTPUT)
+    given = {name: value for name, value in arguments.items() if (value is not None if name in keep_falsy else value)}
     allowed = _KIND_ARGUMENTS[kind]
     if not given.keys() <= allowed:
         stray = sorted(given.keys() - allowed)
@@ -107,9 +103,27 @@ def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metada
     if recipient is not None:
         routing["recipient"] = recipient
     message = _BUILDERS[kind](given, routing)
-    if metadata:
-        message.metadata.update(metadata)
+    if metadata:  # LionAGI's place for it: merged into metadata["extra"], the caller's values copied
+        extra = message.metadata.get("extra")
+        if extra is None:
+            extra = message.metadata["extra"] = {}
+        extra.update(owned_copy(dict(metadata)))
     return message
+
+
+def _check_extra(existing: Any) -> None:
+    extra = existing.metadata.get("extra") if isinstance(existing, Message) else None
+    if extra is not None and type(extra) is not dict:
+        raise TypeError(
+            f"metadata is merged into the message's metadata['extra'], which is a {type(extra).__name__}, not a dict"
+        )
+
+
+# Given: not None for action_output (falsy results such as 0 or "" still make a response) and for an
+# instruction's context (ADR D2: a scalar becomes a one-element list, 0, False and "" too); truthy for
+# every other argument, and for a context the kind does not take.
+_ACTION_OUTPUT = frozenset({"action_output"})
+_KEPT_WHEN_FALSY = {"instruction": frozenset({"action_output", "context"})}
 
 
 def _is_metadata(value: Any) -> bool:
@@ -294,9 +308,11 @@ def _assistant_response(given: dict[str, Any], routing: dict[str, Any]) -> Messa
     if isinstance(response, str):
         content = AssistantResponseContent(assistant_response=response)
         return assemble(AssistantResponse, content, **routing)  # type: ignore[no-any-return]
-    if isinstance(response, (dict, list, BaseModel)):  # a provider payload: normalise it
+    # A provider payload: normalise it. Another kind of message is none (it would become an empty reply).
+    if isinstance(response, (dict, list, BaseModel)) and not isinstance(response, Message):
         return AssistantResponse.from_response(response, **routing)
-    raise ValueError(f"assistant_response must be text, a provider response or an AssistantResponse, got {response!r}")
+    shown = f"a message of kind {type(response).__name__}" if isinstance(response, Message) else repr(response)
+    raise ValueError(f"assistant_response must be text, a provider response or an AssistantResponse, got {shown}")
 
 
 def _action_request(given: dict[str, Any], routing: dict[str, Any]) -> Message:

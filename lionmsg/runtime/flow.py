@@ -20,6 +20,7 @@ from lionmsg.runtime.progression import OrderedIds, Progression
 __all__ = ["OUTBOX", "Flow", "inbox_name"]
 
 OUTBOX = "outbox"
+_MESSAGES_ONLY: frozenset[type[Element]] = frozenset({Message})
 
 
 def inbox_name(sender: Any) -> str:
@@ -156,9 +157,17 @@ class Flow(Element):
         if isinstance(items, Mapping):
             items = Pile.from_dict(items)
         pile = items if items is not None else Pile(item_type={Message})
+        if not isinstance(pile, Pile):
+            raise TypeError(f"a flow's items are a Pile of messages or a pile record, not {type(pile).__name__}")
+        if pile.item_type != _MESSAGES_ONLY:  # a pile that admits more (a record with item_type null): check each
+            stray = next((item for item in pile if not isinstance(item, Message)), None)
+            if stray is not None:  # it could never be routed: collecting would fail on it
+                raise ValueError(f"a flow holds messages only, not {type(stray).__name__}")
         named = {OUTBOX: Progression.empty(OUTBOX)}
         for given in progressions or []:
             progression = Progression.from_dict(given) if isinstance(given, Mapping) else given
+            if not isinstance(progression, Progression):
+                raise TypeError(f"a flow's progressions are Progressions or records, not {type(progression).__name__}")
             if progression.name is None:
                 raise ValueError("every progression of a flow needs a name")
             named[progression.name] = progression

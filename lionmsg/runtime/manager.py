@@ -81,7 +81,7 @@ class MessageManager:
         if len(systems) > 1:
             raise ValueError(f"a history holds one system message; the messages hold {len(systems)}")
         self.messages = pile
-        self.system: System | None = None
+        self._system: System | None = None
         self.on_message_added: list[MessageCallback] = observers
         self.on_history_changed: list[HistoryListener] = []
         if systems:
@@ -96,6 +96,14 @@ class MessageManager:
         """The order of the whole history (the pile's own progression)."""
         return self.messages.progression
 
+    @property
+    def system(self) -> System | None:
+        """The system message, while the history holds it: one taken out through `messages` (the public
+        pile) is no longer the system, so `set_system` then inserts at index 0 and records agree. Set it
+        with `set_system` (there is no assignment)."""
+        system = self._system
+        return system if system is not None and system.id in self.messages else None
+
     def set_system(self, system: System) -> None:
         """Make `system` the system message at index 0: the first is inserted, a different one replaces
         the current one (which leaves the history), the current one is updated in place."""
@@ -105,7 +113,7 @@ class MessageManager:
         self._history_changed("system")
 
     def _install_system(self, system: System) -> None:
-        current = self.system
+        current = self.system  # None when it was taken out through the pile: nothing to replace
         if current is not None and current.id != system.id:
             if system.id in self.messages:
                 self.messages.exclude(system.id)
@@ -116,13 +124,14 @@ class MessageManager:
             if system.id in self.messages:
                 self.messages.exclude(system.id)
             self.messages.insert(0, system)
-        self.system = system
+        self._system = system
 
     def clear_messages(self) -> None:
         """Empty the history, keeping only the system message (at index 0)."""
+        system = self.system
         self.messages.clear()
-        if self.system is not None:
-            self.messages.include(self.system)
+        if system is not None:
+            self.messages.include(system)
         self._history_changed("clear")
 
     def _history_changed(self, event: HistoryEvent) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union, get_args, get_origin, overload
 from uuid import UUID
 
-from pydantic import SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from lionmsg.runtime.element import Element, element_class, record_error
 from lionmsg.runtime.progression import Progression, to_uuid
@@ -31,7 +31,8 @@ class Pile(Element, Generic[T]):
     so a rejected call leaves the pile as it was. `async with pile:` holds the pile's asyncio lock.
     """
 
-    strict_type: bool = False
+    # Frozen, as in LionAGI: the admitted-class cache and the items already held follow it.
+    strict_type: bool = Field(default=False, frozen=True)
 
     if TYPE_CHECKING:
         _items: dict[int, T]  # by the id's 128-bit integer: native hashing (UUID.__hash__ is a Python call)
@@ -123,6 +124,13 @@ class Pile(Element, Generic[T]):
         return [(ident, items[ident.int]) for ident in self._progression]
 
     def get(self, ref: Any, default: Any = None) -> T | Any:
+        """`pile[ref]`, or `default` where that raises: an id (or its text, or an element) not held, a
+        position out of range, or something that names no item. A slice is a new pile, as `pile[...]`."""
+        if isinstance(ref, (int, slice)) and not isinstance(ref, bool):  # positions, as LionAGI's get takes
+            try:
+                return self[ref]
+            except IndexError:
+                return default
         try:
             return self._items.get(to_uuid(ref).int, default)
         except (TypeError, ValueError):
@@ -140,7 +148,7 @@ class Pile(Element, Generic[T]):
             if found is not None:
                 return found
         if isinstance(key, slice):
-            return self._like([self._items[ident.int] for ident in self._progression[key]])
+            return self._like([self._items[ident.int] for ident in self._progression._ids[key]])
         if isinstance(key, int) and not isinstance(key, bool):
             return self._items[self._progression[key].int]
         ident = to_uuid(key)

@@ -24,7 +24,7 @@ from lionmsg.runtime.ids import new_uuid4
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["OrderedIds", "Progression", "to_uuid"]
+__all__ = ["OrderSnapshot", "OrderedIds", "Progression", "to_uuid"]
 
 _EMPTY: Any = None  # a gap left by a removal
 _new_object = object.__new__
@@ -286,6 +286,33 @@ class OrderedIds:
         self._head, self._gaps = 0, []
 
 
+class OrderSnapshot(list[UUID]):
+    """What `Progression.order` returns: the ids in order, as a list that refuses changes. LionAGI's
+    `order` is the progression's own storage, so code written for it may append to it to change the
+    order; here that would change a copy and nothing else, so it is a TypeError saying where to change
+    it. Slicing, concatenating, copying or pickling it gives a plain list."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            "Progression.order is a snapshot: change the order through the Progression itself "
+            "(append, insert, remove, exclude, pop...)"
+        )
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+    def __reduce__(self) -> tuple[type[list[UUID]], tuple[list[UUID]]]:
+        return list, (list(self),)
+
+    def __copy__(self) -> list[UUID]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[UUID]:
+        return list(self)  # UUIDs are immutable: a deep copy shares them
+
+
 class Progression(Element):
     """An ordered set of UUIDs with a name. Elements given where an id is expected stand for their ids.
 
@@ -324,8 +351,8 @@ class Progression(Element):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def order(self) -> list[UUID]:
-        """The ids, in order."""
-        return list(self._ids)
+        """The ids, in order: a snapshot (an `OrderSnapshot`, which refuses changes)."""
+        return OrderSnapshot(self._ids)
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -342,8 +369,12 @@ class Progression(Element):
     @overload
     def __getitem__(self, index: int) -> UUID: ...
     @overload
-    def __getitem__(self, index: slice) -> list[UUID]: ...
-    def __getitem__(self, index: int | slice) -> UUID | list[UUID]:
+    def __getitem__(self, index: slice) -> Progression: ...
+    def __getitem__(self, index: int | slice) -> UUID | Progression:
+        """An id by position; a slice is a new, unnamed Progression of those ids (as in LionAGI, so it
+        can serve as a Branch's selected view)."""
+        if isinstance(index, slice):
+            return Progression(order=self._ids[index])
         return self._ids[index]
 
     def __eq__(self, other: object) -> bool:

@@ -13,7 +13,19 @@ from typing import Any
 from pydantic_core import PydanticSerializationError
 from pydantic_core import to_json as _write_json
 
-__all__ = ["CANONICAL_UUID", "RecordFieldError", "check_finite", "loads_json", "matches", "write_json"]
+__all__ = [
+    "CANONICAL_UUID",
+    "UNWRITABLE_DEPTH",
+    "RecordFieldError",
+    "check_finite",
+    "check_mode",
+    "loads_json",
+    "matches",
+    "write_json",
+]
+
+UNWRITABLE_DEPTH = "cannot write the record: a value in it refers to itself or is nested too deeply"
+"""The ValueError of a record writer that ran out of recursion (a cycle, or thousands of levels)."""
 
 
 CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -64,6 +76,12 @@ def loads_json(text: str | bytes) -> Any:
         return _STRICT_DECODER.decode(text)
     except RecursionError:  # the C scanner recurses per level: too deep a document is bad input too
         raise ValueError("arrays and objects nested too deeply to read") from None
+
+
+def check_mode(mode: Any) -> None:
+    """A record writer's `mode`: "json" or "python" (LionAGI's "db" mode and others are not records)."""
+    if mode != "json" and mode != "python":
+        raise ValueError(f"unsupported mode {mode!r}: records are written in mode 'json' or 'python'")
 
 
 def check_finite(data: Any) -> None:

@@ -68,7 +68,10 @@ class MessageContent:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        """Build from field values; an unknown name raises ValueError naming it."""
+        """Build from field values; an unknown name raises ValueError naming it, and anything but a
+        mapping is a TypeError."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"{cls.__name__}.from_dict takes a mapping of field values, got {type(data).__name__}")
         cls._check_input_names(data.keys())
         return cls._from_input(_owned(data))
 
