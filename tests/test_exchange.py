@@ -677,6 +677,8 @@ def test_a_flow_record_whose_items_are_not_a_pile_record_is_a_validation_error(i
         ("drop_counts", "abc", "drop_counts must map reasons to non-negative integers"),
         ("drop_counts", {DROP_NOT_AN_OWNER: -1}, "non-negative integers"),
         ("drop_counts", {DROP_NOT_AN_OWNER: True}, "non-negative integers"),
+        ("drop_counts", [DROP_NOT_AN_OWNER], "non-negative integers"),
+        ("drop_counts", {DROP_NOT_AN_OWNER: 1.0}, "non-negative integers"),
     ],
 )
 def test_a_malformed_exchange_record_names_the_field_and_leaves_the_record_alone(
@@ -731,3 +733,39 @@ def test_a_flow_record_holding_an_element_that_is_no_message_is_refused() -> Non
     next(p for p in flow["progressions"] if p["name"] == "outbox")["order"].append(str(stranger.id))
     with pytest.raises(ValidationError, match="a flow holds messages only, not Progression"):
         Exchange.from_dict(record)
+
+
+@pytest.mark.parametrize("counts", [{"r": True}, {"r": 1.0}, {"r": -1}, {1: 2}, ["r"], "r"], ids=repr)
+def test_the_constructor_refuses_drop_counts_that_are_no_counts(counts: Any) -> None:
+    with pytest.raises(ValueError, match=r"^drop_counts must map reasons to non-negative integers$"):
+        Exchange(drop_counts=counts)
+
+
+def test_a_flow_reads_a_senders_inbox_by_any_spelling_of_its_id() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    exchange.send(a, b, "hi")
+    run(exchange.collect_all())
+    flow = exchange.get(b)
+    assert flow is not None
+    for spelling in (a, str(a), str(a).upper(), a.hex, f"{{{a}}}"):
+        assert [m.content for m in flow.inbox(spelling)] == ["hi"]
+    popped = flow.pop_oldest(str(a).upper())
+    assert popped is not None
+    assert popped.content == "hi"
+    assert flow.inbox(a) == []
+
+
+@pytest.mark.parametrize("name", ["not-a-uuid", None, 5, "0" * 32])
+def test_a_flow_record_named_other_than_by_a_canonical_owner_id_is_refused(name: Any) -> None:
+    exchange = Exchange()
+    owners(exchange, 1)
+    record = exchange.to_dict()
+    record["flows"][0]["name"] = name
+    before = repr(record)
+    with pytest.raises(
+        ValidationError, match="a flow's name is its owner's UUID in canonical 8-4-4-4-12 form"
+    ) as caught:
+        Exchange.from_dict(record)
+    assert caught.value.errors()[0]["loc"] == ("flows", 0, "name")
+    assert repr(record) == before

@@ -617,11 +617,26 @@ def test_from_dict_with_duplicate_order_is_rejected() -> None:
         Progression.from_dict(record)
 
 
-def test_from_dict_with_a_bad_id_in_order_is_rejected() -> None:
+@pytest.mark.parametrize("bad", ["nope", 5, uid(2).hex, str(uid(2)).upper().replace("-", ""), f"{{{uid(2)}}}"])
+def test_from_dict_with_a_bad_or_non_canonical_id_in_order_is_rejected(bad: Any) -> None:
     record = Progression(ids(1)).to_dict()
-    record["order"] = [str(uid(1)), "nope"]
-    with pytest.raises(ValidationError, match="not a UUID"):
+    record["order"] = [str(uid(1)), bad]
+    before = copy.deepcopy(record)
+    with pytest.raises(ValidationError, match="order must be a list of UUIDs in canonical 8-4-4-4-12 form") as caught:
         Progression.from_dict(record)
+    assert caught.value.errors()[0]["loc"] == ("order",)
+    assert record == before
+    record["order"] = "not a list"
+    with pytest.raises(ValidationError, match="order must be a list of UUIDs"):
+        Progression.from_dict(record)
+
+
+def test_from_dict_reads_a_python_mode_record_and_canonical_text_in_either_case() -> None:
+    p = Progression(ids(1, 2), name="n")
+    assert Progression.from_dict(p.to_dict(mode="python")) == p
+    record = p.to_dict()
+    record["order"] = [ident.upper() for ident in record["order"]]  # the schema's pattern takes A-F too
+    assert Progression.from_dict(record) == p
 
 
 def test_from_dict_requires_identity_fields() -> None:

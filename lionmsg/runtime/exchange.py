@@ -32,6 +32,7 @@ from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.element import Element, record_error
 from lionmsg.runtime.fastpath import assemble, message_copies
 from lionmsg.runtime.flow import Flow, inbox_name
+from lionmsg.runtime.wire import CANONICAL_UUID
 
 __all__ = [
     "DROP_DELIVERY_ERROR",
@@ -123,9 +124,11 @@ class Exchange(Element):
         object.__setattr__(self, "_owners", owners)
         object.__setattr__(self, "_dropped", records)
         # Totals outlive the bounded record: a saved Exchange brings its own, else the kept drops are counted.
-        totals = Counter(item.reason for item in records) if drop_counts is None else Counter(drop_counts)
-        if any(not isinstance(count, int) or count < 0 for count in totals.values()):
+        if drop_counts is not None and not isinstance(drop_counts, Mapping):  # Counter() would count a list
             raise ValueError("drop_counts must map reasons to non-negative integers")
+        totals = Counter(item.reason for item in records) if drop_counts is None else Counter(drop_counts)
+        if any(type(reason) is not str or type(count) is not int or count < 0 for reason, count in totals.items()):
+            raise ValueError("drop_counts must map reasons to non-negative integers")  # a bool is no count
         object.__setattr__(self, "_drop_counts", totals)
 
     # -- owners ------------------------------------------------------------------------------------
@@ -315,6 +318,11 @@ class Exchange(Element):
         flows = record.get("flows", [])
         if not isinstance(flows, list) or not all(isinstance(flow, Mapping) for flow in flows):
             raise record_error(cls, ("flows",), "flows must be a list of flow records", flows)
+        for position, flow in enumerate(flows):
+            name = flow.get("name")
+            if type(name) is not str or not CANONICAL_UUID.fullmatch(name):
+                message = "a flow's name is its owner's UUID in canonical 8-4-4-4-12 form"
+                raise record_error(cls, ("flows", position, "name"), message, name)
         record["flows"] = [Flow.from_dict(flow) for flow in flows]
         dropped = record.get("dropped", [])
         if not isinstance(dropped, list) or not all(_is_drop_record(item) for item in dropped):

@@ -15,7 +15,7 @@ from lionmsg.generated.messages import Message
 from lionmsg.runtime.element import Element, record_error
 from lionmsg.runtime.ids import uuid_from_int, uuid_text
 from lionmsg.runtime.pile import Pile
-from lionmsg.runtime.progression import OrderedIds, Progression
+from lionmsg.runtime.progression import OrderedIds, Progression, to_uuid
 
 __all__ = ["OUTBOX", "Flow", "inbox_name"]
 
@@ -24,8 +24,15 @@ _MESSAGES_ONLY: frozenset[type[Element]] = frozenset({Message})
 
 
 def inbox_name(sender: Any) -> str:
-    """The progression holding mail from `sender`: `inbox_<sender>` (a UUID in its canonical text)."""
-    return _uuid_inbox_name(sender.int) if type(sender) is UUID else f"inbox_{sender}"
+    """The progression holding mail from `sender`: `inbox_<sender>`, a UUID in its canonical text however
+    it is given (a UUID, any text `UUID()` reads, an element), as `Exchange.receive` reads it."""
+    if type(sender) is UUID:
+        return _uuid_inbox_name(sender.int)
+    try:
+        ident = to_uuid(sender)
+    except (TypeError, ValueError):  # not a UUID: a name, kept as it is
+        return f"inbox_{sender}"
+    return _uuid_inbox_name(ident.int)
 
 
 # An inbox's ids: its OrderedIds, or its one message's id alone until a second comes (see Flow).

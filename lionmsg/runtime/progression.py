@@ -17,9 +17,10 @@ from uuid import UUID
 
 from pydantic import computed_field
 
-from lionmsg.runtime.element import Element
+from lionmsg.runtime.element import Element, record_error
 from lionmsg.runtime.fastpath import trusted_instance
 from lionmsg.runtime.ids import new_uuid4
+from lionmsg.runtime.wire import CANONICAL_UUID
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["OrderSnapshot", "OrderedIds", "Progression", "to_uuid"]
 
 _EMPTY: Any = None  # a gap left by a removal
+_canonical = CANONICAL_UUID.fullmatch
 _new_object = object.__new__
 
 
@@ -329,6 +331,16 @@ class Progression(Element):
 
     if TYPE_CHECKING:
         _ids: OrderedIds
+
+    @classmethod
+    def _prepare_record(cls, record: dict[str, Any]) -> None:
+        # A record's ids are in the schema's canonical form, as its own `id` must be (UUID objects are
+        # what a python-mode record holds).
+        order = record.get("order")
+        if order is not None and not (
+            type(order) is list and all(type(ref) is UUID or (type(ref) is str and _canonical(ref)) for ref in order)
+        ):
+            raise record_error(cls, ("order",), "order must be a list of UUIDs in canonical 8-4-4-4-12 form", order)
 
     @classmethod
     def empty(cls, name: str | None = None) -> Self:
