@@ -945,3 +945,22 @@ def test_strict_type_is_frozen_so_the_admitted_items_stay_admissible() -> None:
         pile.strict_type = True
     assert pile.strict_type is False
     assert Pile.from_dict(pile.to_dict()).keys() == pile.keys()
+
+
+def test_lionagi_names_append_remove_is_empty_and_size() -> None:
+    a, b = Instruction(), AssistantResponse()
+    pile: Pile[Any] = Pile()
+    assert (pile.is_empty(), pile.size()) == (True, 0)
+    pile.append(a)
+    pile.append(b)
+    pile.append(a)  # add-or-replace: stays at its position
+    assert list(pile) == [a, b]
+    assert (pile.is_empty(), pile.size()) == (False, 2)
+    pile.remove(a.id)
+    assert list(pile) == [b]
+    for bad, error in ((a, KeyError), (0, TypeError), (slice(0, 1), TypeError), (True, TypeError)):
+        with pytest.raises(error):
+            pile.remove(bad)
+        assert list(pile) == [b]
+    pile.remove(b)
+    assert pile.is_empty()

@@ -829,3 +829,70 @@ class ProgressionMachine(RuleBasedStateMachine):
 
 ProgressionMachine.TestCase.settings = settings(max_examples=120, stateful_step_count=60, deadline=None)
 TestProgressionMachine = ProgressionMachine.TestCase
+
+
+# -- LionAGI's names: count, extend, index(start, end), + and - -----------------------------------
+
+
+def test_count_and_index_with_bounds() -> None:
+    p = Progression(ids(1, 2, 3))
+    assert (p.count(uid(2)), p.count(str(uid(2))), p.count(uid(9))) == (1, 1, 0)
+    assert p.index(uid(3), 1) == 2
+    assert p.index(uid(2), 0, 2) == 1
+    assert p.index(uid(3), -1) == 2
+    for start, end in ((2, None), (0, 1), (-1, None)):
+        with pytest.raises(ValueError, match=f"is not in the progression between {start} and {end}$"):
+            p.index(uid(2), start, end)
+    with pytest.raises(TypeError):
+        p.count(5)
+
+
+def test_extend_takes_a_progression_and_refuses_ids_already_present_changing_nothing() -> None:
+    p = Progression(ids(1, 2))
+    p.extend(Progression(ids(3, 4)))
+    assert_matches(p, ids(1, 2, 3, 4))
+    for bad, error, message in (
+        (ids(5), ValueError, "^Can only extend with another Progression\\.$"),
+        (Progression(ids(5, 2)), ValueError, "is already in the progression$"),
+        (p, ValueError, "is already in the progression$"),
+    ):
+        with pytest.raises(error, match=message):
+            p.extend(bad)  # type: ignore[arg-type]
+        assert_matches(p, ids(1, 2, 3, 4))
+
+
+def test_plus_and_minus_make_new_progressions_as_an_ordered_set() -> None:
+    p = Progression(ids(1, 2), name="p")
+    assert list(p + [uid(3)]) == ids(1, 2, 3)  # noqa: RUF005 (the operator is what is tested)
+    assert list(p + Progression(ids(3, 4))) == ids(1, 2, 3, 4)
+    assert list([uid(0)] + p) == ids(0, 1, 2)  # noqa: RUF005
+    assert list(p - [uid(1), uid(9)]) == ids(2)
+    assert list(p - uid(2)) == ids(1)
+    with pytest.raises(ValueError, match="holds each id once"):
+        _ = p + [uid(1)]  # noqa: RUF005
+    assert_matches(p, ids(1, 2))
+
+
+def test_in_place_plus_and_minus_change_nothing_when_they_refuse() -> None:
+    p = Progression(ids(1, 2))
+    p += [uid(3), uid(4)]
+    assert_matches(p, ids(1, 2, 3, 4))
+    for bad in ([uid(5), uid(1)], [uid(5), uid(5)]):
+        with pytest.raises(ValueError, match=r"is already in the progression$"):
+            p += bad
+        assert_matches(p, ids(1, 2, 3, 4))
+    p -= [uid(2), uid(4)]
+    assert_matches(p, ids(1, 3))
+    with pytest.raises(ValueError, match=r"is not in the progression$"):
+        p -= [uid(1), uid(9)]
+    assert_matches(p, ids(1, 3))
+
+
+def test_a_progression_given_where_ids_are_expected_stands_for_its_ids() -> None:
+    other = Progression(ids(3, 4))
+    assert list(Progression(other)) == ids(3, 4)
+    p = Progression(ids(1))
+    assert p.include(other) is True
+    assert_matches(p, ids(1, 3, 4))
+    assert p.exclude(other) is True
+    assert_matches(p, ids(1))

@@ -319,6 +319,24 @@ class Pile(Element, Generic[T]):
         self._items.clear()
         self._progression.clear()
 
+    # LionAGI's names for the same operations.
+    def append(self, item: T) -> None:
+        """`update(item)`: add it, or replace the item with its id at the same position."""
+        self.update(item)
+
+    def remove(self, ref: Any) -> None:
+        """Remove one item (or the item with this id); KeyError when absent. A position is a TypeError:
+        `pop(pile[index])` removes by position."""
+        if isinstance(ref, (int, slice)):
+            raise TypeError("Pile.remove takes an item or an id, not a position")
+        self.pop(ref)
+
+    def is_empty(self) -> bool:
+        return not self._items
+
+    def size(self) -> int:
+        return len(self._items)
+
     # -- the async lock ----------------------------------------------------------------------------
 
     @property

@@ -60,9 +60,12 @@ def _position(index: Any) -> int:
 
 
 def _refs(refs: Any) -> list[UUID]:
-    """One reference, or an iterable of them, as UUIDs (a string or an element counts as one)."""
+    """One reference, or an iterable of them, as UUIDs (a string or an element counts as one; a
+    Progression stands for its ids, as in LionAGI)."""
     # A list (the usual argument) skips hasattr(refs, "id"), whose miss raises internally, and the ABC check.
     listed = type(refs) is list
+    if not listed and isinstance(refs, Progression):
+        return list(refs)
     if not listed and (isinstance(refs, (str, UUID)) or hasattr(refs, "id")):
         return [to_uuid(refs)]
     if listed or isinstance(refs, Iterable):
@@ -399,11 +402,62 @@ class Progression(Element):
     def __bool__(self) -> bool:
         return bool(self._ids)
 
-    def index(self, ref: Any) -> int:
-        return self._ids.index(ref)
+    def index(self, ref: Any, start: int = 0, end: int | None = None) -> int:
+        """The position of an id; ValueError when absent, or outside `[start:end]` as `list.index` says."""
+        position = self._ids.index(ref)
+        if start == 0 and end is None:
+            return position
+        low, high, _ = slice(start, end).indices(len(self))
+        if not low <= position < high:
+            raise ValueError(f"{to_uuid(ref)} is not in the progression between {start} and {end}")
+        return position
+
+    def count(self, ref: Any) -> int:
+        """1 when the id is present, else 0: an ordered set holds each id once."""
+        return 1 if to_uuid(ref).int in self._ids._slot_of else 0
 
     def include(self, refs: Any) -> bool:
         return self._ids.include(refs)
+
+    def extend(self, other: Progression) -> None:
+        """Append another progression's ids in its order (LionAGI's `extend`); a ValueError, with nothing
+        changed, when `other` is no Progression or holds an id already here."""
+        if not isinstance(other, Progression):
+            raise ValueError("Can only extend with another Progression.")
+        self._append_all(list(other))
+
+    def _append_all(self, ids: list[UUID]) -> None:
+        known = self._ids._slot_of
+        seen: set[int] = set()
+        for ident in ids:
+            if ident.int in known or ident.int in seen:
+                raise ValueError(f"{ident} is already in the progression")
+            seen.add(ident.int)
+        self._ids.include(ids)
+
+    # LionAGI's operators, as an ordered set: `+` and `+=` refuse an id already present (ValueError,
+    # nothing changed), `-` drops the ids given, `-=` removes ids that must be present.
+    def __add__(self, other: Any) -> Progression:
+        return Progression(order=[*self, *_refs(other)])
+
+    def __radd__(self, other: Any) -> Progression:
+        return Progression(order=[*_refs(other), *self])
+
+    def __iadd__(self, other: Any) -> Self:
+        self._append_all(_refs(other))
+        return self
+
+    def __sub__(self, other: Any) -> Progression:
+        dropped = {ident.int for ident in _refs(other)}
+        return Progression(order=[ident for ident in self if ident.int not in dropped])
+
+    def __isub__(self, other: Any) -> Self:
+        refs = _refs(other)
+        missing = next((ident for ident in refs if ident.int not in self._ids._slot_of), None)
+        if missing is not None:
+            raise ValueError(f"{missing} is not in the progression")
+        self._ids.exclude(refs)
+        return self
 
     def append(self, ref: Any) -> None:
         self._ids.append(ref)
