@@ -27,6 +27,7 @@ from lionmsg import (
     System,
     SystemContent,
 )
+from lionmsg.runtime import fastpath
 from tests.conftest import fields_of
 
 TYPED = [
@@ -454,6 +455,18 @@ def test_clone_copies_generic_content_and_metadata_as_deep_as_a_record_can_be() 
     assert clone.content["a"] is not source.content["a"]
     assert clone.metadata["b"] is not source.metadata["b"]
     assert "clone_from" not in source.metadata
+
+
+def test_typed_content_deeper_than_deepcopy_reaches_is_cloned_and_copied() -> None:
+    nested: Any = "leaf"
+    for _ in range(700):  # deepcopy recurses twice per level: ~500 levels is its limit
+        nested = [nested]
+    source = Instruction(content={"instruction": "q", "context": [nested], "response_format": {"a": 1}})
+    for copied in (source.clone(), fastpath.copy_message(source)):
+        assert copied.content.prompt_context == [nested]
+        assert copied.content.prompt_context[0] is not nested
+        copied.content.response_format["a"] = 2
+        assert source.content.response_format == {"a": 1}
 
 
 # -- D6: compatibility labels ---------------------------------------------------------------------

@@ -280,3 +280,11 @@ def test_matches_lionagi_on_scalars(value: Any) -> None:
 def test_matches_lionagi_with_complex_keys(value: dict[Any, Any]) -> None:
     assert minimal_yaml(value) == reference(value)
     assert minimal_yaml([value]) == reference([value])
+
+
+def test_a_value_nested_too_deeply_to_render_is_a_value_error() -> None:
+    nested: Any = "leaf"
+    for _ in range(5000):
+        nested = [nested]
+    with pytest.raises(ValueError, match=r"^cannot render a value nested this deeply$"):
+        minimal_yaml({"context": nested})

@@ -247,7 +247,10 @@ def copy_message(message: M) -> M:
     if type(message) not in ENVELOPE_CLASSES:
         return message.model_copy(deep=True)
     values = message.__dict__.copy()
-    values["content"] = deep_copy(values["content"])
+    content = values["content"]
+    # Typed content copies itself (as deep as a record can be); anything else by deep_copy.
+    typed = type(content) is _DEFAULTS[type(message)]["content_type"]
+    values["content"] = content.copy() if typed else deep_copy(content)
     metadata = values["metadata"]
     values["metadata"] = deep_copy(metadata) if metadata else {}  # usually empty: nothing to walk
     if values["embedding"] is not None:

@@ -113,7 +113,15 @@ class MessageContent:
 
     def copy(self) -> Self:
         """A deep copy (classes referenced by a field, such as a response model, are shared)."""
-        return copy.deepcopy(self)
+        try:
+            return copy.deepcopy(self)
+        except RecursionError:  # deeper than deepcopy reaches (two frames per level) but not than records go
+            duplicate = copy.copy(self)  # the same class and every slot, derived state included
+            for name in _public_fields(type(self)):
+                # one frame per level for plain JSON; derived state that held the old values is rebuilt
+                # on use, since it is kept with the values it was built from (InstructionContent._structure)
+                object.__setattr__(duplicate, name, deep_copy(getattr(self, name)))
+            return duplicate
 
 
 # Per content class, computed once: `dataclasses.fields` rebuilds its answer on every call.

@@ -94,7 +94,15 @@ _MID, _LINE_START, _OPEN_ENDED = 0, 1, 2
 
 
 def minimal_yaml(value: Any) -> str:
-    """Render `value` as LionAGI's minimal YAML: block style, insertion order, empty values pruned."""
+    """Render `value` as LionAGI's minimal YAML: block style, insertion order, empty values pruned. A
+    value nested too deeply to render (hundreds of levels: the renderer recurses) is a ValueError."""
+    try:
+        return _render(value)
+    except RecursionError:
+        raise ValueError("cannot render a value nested this deeply") from None
+
+
+def _render(value: Any) -> str:
     data = _prepare(value)
     if data is _DROP:  # LionAGI prunes inside the value, never the value itself
         shape = value if type(value) in _JSON_TYPES else _coerce(value)
