@@ -65,6 +65,30 @@ def test_a_view_that_is_neither_a_progression_nor_ids_is_a_type_error() -> None:
     assert branch.metadata["current_progression"] == "recent"
 
 
+@pytest.mark.parametrize("bad", ["not ids", "an id twice"])
+def test_a_list_that_is_no_view_is_reported_when_read_and_never_breaks_adding(bad: str) -> None:
+    branch = _branch()
+    first = branch.messages[1].id
+    given = ["not-a-uuid"] if bad == "not ids" else [first, first]
+    branch.metadata["current_progression"] = given
+    added = branch.msgs.add_message(instruction="four")  # the observers leave the value alone
+    assert added.id in branch.messages
+    assert branch.metadata["current_progression"] is given
+    expected = "not a UUID" if bad == "not ids" else "a progression holds each id once"
+    with pytest.raises(ValueError, match=expected):
+        _ = branch.progression
+
+
+def test_writing_a_record_leaves_a_list_view_as_it_is() -> None:
+    branch = _branch()
+    chosen = [branch.messages[1].id]
+    branch.metadata["current_progression"] = chosen
+    record = branch.to_dict()
+    assert branch.metadata["current_progression"] is chosen
+    assert record["metadata"]["current_progression"] == [str(chosen[0])]
+    assert list(Branch.from_dict(record).progression) == chosen
+
+
 def test_a_branch_starts_from_any_history_form() -> None:
     items = [Instruction(content={"instruction": "i"}), AssistantResponse(content={"assistant_response": "a"})]
     for messages in (items, tuple(items), Pile(items), Pile(items).to_dict()):

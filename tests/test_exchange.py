@@ -769,3 +769,12 @@ def test_a_flow_record_named_other_than_by_a_canonical_owner_id_is_refused(name:
         Exchange.from_dict(record)
     assert caught.value.errors()[0]["loc"] == ("flows", 0, "name")
     assert repr(record) == before
+
+
+def test_a_flow_given_to_the_constructor_is_named_by_its_owner_id_so_its_record_loads() -> None:
+    owner = uuid4()
+    with pytest.raises(ValueError, match=r"^a flow's name is its owner's UUID in canonical 8-4-4-4-12 form$"):
+        Exchange(flows=[Flow(name=owner.hex)])
+    for name in (str(owner), str(owner).upper()):  # the schema's pattern takes A-F too
+        exchange = Exchange(flows=[Flow(name=name)])
+        assert Exchange.from_dict(exchange.to_dict()).owner_ids == [owner]

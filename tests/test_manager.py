@@ -471,8 +471,12 @@ def test_a_falsy_context_is_kept_as_a_scalar_is(context: Any, stored: list[Any])
     assert revised.content.prompt_context == ["a", *stored]  # extend, the default
     assert asyncio.run(manager.a_add_message(instruction="z", context=context)).content.prompt_context == stored
     assert MessageManager().add_message(instruction="x", context=0).rendered == "Instruction: x\nContext:\n- 0"
-    # a kind that takes no context leaves a falsy one aside, as it does every falsy argument
-    assert type(MessageManager().add_message(assistant_response="hi", context=context)) is AssistantResponse
+    # a kind that takes no context refuses a falsy one as it refuses any other, changing nothing
+    other = MessageManager()
+    refused = r"^context cannot be used when adding a message of kind 'assistant_response'$"
+    with pytest.raises(ValueError, match=refused):
+        other.add_message(assistant_response="hi", context=context)
+    assert len(other) == 0
 
 
 @pytest.mark.parametrize("other", [Instruction(content={"instruction": "q"}), System(), Message(content="x")])

@@ -75,10 +75,14 @@ class Branch(Element):
     def _view(self) -> Progression | None:
         """The selected view: a Progression, or a list or tuple of ids (LionAGI honours those too), kept
         as a Progression from its first use so that it follows the history; None when there is none or
-        it is neither (the `progression` property refuses such a value)."""
+        the value cannot be one (the `progression` property says why; the observers leave it alone)."""
         view = self.metadata.get(CURRENT_PROGRESSION)
         if isinstance(view, (list, tuple)):
-            view = self.metadata[CURRENT_PROGRESSION] = Progression(order=view)
+            try:
+                converted = Progression(order=view)
+            except (TypeError, ValueError):  # not ids, or an id twice: reading the view reports it
+                return None
+            view = self.metadata[CURRENT_PROGRESSION] = converted
         return view if isinstance(view, Progression) else None
 
     def _track_in_view(self, message: Message) -> None:
@@ -118,6 +122,8 @@ class Branch(Element):
         if view is not None:
             return view
         given = self.metadata.get(CURRENT_PROGRESSION)
+        if isinstance(given, (list, tuple)):
+            Progression(order=given)  # raises what makes it no view: not ids (TypeError), an id twice
         if given is not None:
             raise TypeError(
                 f"metadata[{CURRENT_PROGRESSION!r}] must be a Progression or a list of ids, not {type(given).__name__}"
@@ -127,8 +133,8 @@ class Branch(Element):
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
         record: dict[str, Any] = handler(self)
-        view = self._view()
-        if view is not None:
+        view = self.metadata.get(CURRENT_PROGRESSION)  # as it is: writing a record changes nothing
+        if isinstance(view, Progression):
             record["metadata"][CURRENT_PROGRESSION] = view.model_dump(mode=info.mode)
         # In the asked mode, unchecked: to_dict checks the whole record (naming `$.messages...`), and a
         # python-mode dump keeps what JSON cannot hold (NaN).

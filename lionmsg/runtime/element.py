@@ -145,7 +145,8 @@ class Element(BaseModel):
     def to_dict(self, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
         """The record: JSON-ready by default (`mode="python"` keeps UUIDs and enums as objects). In JSON
         mode a NaN or infinity anywhere in it is a ValueError; `mode="python"` keeps it. A value that
-        refers to itself or is nested too deeply to write is a ValueError in either mode."""
+        refers to itself or is nested too deeply to write is a ValueError where the writer recurses
+        (JSON mode always; python mode keeps plain values as they are)."""
         check_mode(mode)
         try:
             record = self.model_dump(mode=mode)

@@ -32,6 +32,7 @@ from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.element import Element, record_error
 from lionmsg.runtime.fastpath import assemble, message_copies
 from lionmsg.runtime.flow import Flow, inbox_name
+from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.wire import CANONICAL_UUID
 
 __all__ = [
@@ -113,8 +114,10 @@ class Exchange(Element):
             if not isinstance(flow, Flow):
                 raise TypeError(f"an Exchange's flows are Flows or flow records, not {type(flow).__name__}")
             owner = flow.owner()
-            if owner is None or owner.int in index:
+            if owner is None or flow.name is None or owner.int in index:
                 raise ValueError("every flow needs a distinct owner UUID as its name")
+            if flow.name.lower() != uuid_text(owner):  # its record must load: records hold the canonical form
+                raise ValueError("a flow's name is its owner's UUID in canonical 8-4-4-4-12 form")
             index[owner.int], owners[owner.int] = flow, owner
         records = deque(
             (item if isinstance(item, DroppedMail) else DroppedMail(**item) for item in dropped), maxlen=self.drop_limit

@@ -91,8 +91,9 @@ def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metada
     kind = _kind(arguments)
     if metadata:
         _check_extra(arguments.get(kind))  # the message it names is the one updated (and returned)
-    keep_falsy = _KEPT_WHEN_FALSY.get(kind, _ACTION_OUTPUT)
-    given = {name: value for name, value in arguments.items() if (value is not None if name in keep_falsy else value)}
+    given = {
+        name: value for name, value in arguments.items() if (value is not None if name in _GIVEN_UNLESS_NONE else value)
+    }
     allowed = _KIND_ARGUMENTS[kind]
     if not given.keys() <= allowed:
         stray = sorted(given.keys() - allowed)
@@ -119,11 +120,10 @@ def _check_extra(existing: Any) -> None:
         )
 
 
-# Given: not None for action_output (falsy results such as 0 or "" still make a response) and for an
-# instruction's context (ADR D2: a scalar becomes a one-element list, 0, False and "" too); truthy for
-# every other argument, and for a context the kind does not take.
-_ACTION_OUTPUT = frozenset({"action_output"})
-_KEPT_WHEN_FALSY = {"instruction": frozenset({"action_output", "context"})}
+# Given: not None for action_output (falsy results such as 0 or "" still make a response) and for
+# context (ADR D2: a scalar becomes a one-element list, 0, False and "" too; a kind that takes no
+# context refuses it, as it refuses a truthy one); truthy for every other argument.
+_GIVEN_UNLESS_NONE = frozenset({"action_output", "context"})
 
 
 def _is_metadata(value: Any) -> bool:

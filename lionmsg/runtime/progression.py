@@ -60,12 +60,10 @@ def _position(index: Any) -> int:
 
 
 def _refs(refs: Any) -> list[UUID]:
-    """One reference, or an iterable of them, as UUIDs (a string or an element counts as one; a
-    Progression stands for its ids, as in LionAGI)."""
+    """One reference, or an iterable of them, as UUIDs (a string or an element counts as one: a
+    Progression too, as in LionAGI, which stands for its own id there)."""
     # A list (the usual argument) skips hasattr(refs, "id"), whose miss raises internally, and the ABC check.
     listed = type(refs) is list
-    if not listed and isinstance(refs, Progression):
-        return list(refs)
     if not listed and (isinstance(refs, (str, UUID)) or hasattr(refs, "id")):
         return [to_uuid(refs)]
     if listed or isinstance(refs, Iterable):
