@@ -117,7 +117,8 @@ class Branch(Element):
     @property
     def progression(self) -> Progression:
         """`metadata["current_progression"]` when present (a Progression, or a list or tuple of ids),
-        else the whole history's order; any other value there is a TypeError."""
+        else the whole history's order. Any other value there is a TypeError, and a list that cannot be
+        a Progression raises what its constructor raises (ValueError for an id twice or not an id)."""
         view = self._view()
         if view is not None:
             return view

@@ -293,9 +293,10 @@ class MessageManager:
     def to_dict(self) -> dict[str, Any]:
         """The history as a record: the messages (a pile record, in order) and the system's id. A NaN
         or infinity in a message is a ValueError naming where it is in this record."""
+        system = self.system
         record = {
             "messages": self.messages.model_dump(mode="json"),
-            "system": None if self.system is None else str(self.system.id),
+            "system": None if system is None else str(system.id),
         }
         check_finite(record)
         return record
