@@ -21,6 +21,7 @@ from lionmsg import (
     ActionResponse,
     AddMessageArguments,
     AssistantResponse,
+    Branch,
     Instruction,
     Message,
     MessageManager,
@@ -213,6 +214,64 @@ def test_a_system_taken_out_through_the_pile_is_no_longer_the_system(take_out: s
     assert reloaded.system is not None
     assert reloaded.system.id == old.id
     assert [c["role"] for c in reloaded.to_chat_msgs()] == ["system", "user"]
+
+
+MISPLACED = (
+    r"^the history holds a System message at index {index} \({id}\); "
+    r"the system message belongs at index 0 \(set_system puts it there\)$"
+)
+
+
+@pytest.mark.parametrize("move", ["re-include", "progression"])
+def test_a_system_moved_from_index_zero_through_the_pile_is_no_longer_the_system(move: str) -> None:
+    old = System(content={"system_message": "old"})
+    manager = MessageManager(system=old)
+    question = manager.add_message(instruction="q")
+    if move == "re-include":  # taken out and put back: it lands at the end
+        manager.messages.exclude(old)
+        manager.messages.include(old)
+    else:
+        manager.progression.exclude(old.id)
+        manager.progression.append(old.id)
+    assert [m.id for m in manager] == [question.id, old.id]
+    assert manager.system is None
+    before = snapshot(manager)
+    expected = MISPLACED.format(index=1, id=old.id)
+    # A record of this history would not load (a System among the messages becomes the system at
+    # index 0, and the record names none), so the writers refuse it and change nothing.
+    with pytest.raises(ValueError, match=expected):
+        manager.to_dict()
+    with pytest.raises(ValueError, match=expected):
+        manager.to_json()
+    with pytest.raises(ValueError, match=expected):
+        Branch(msgs=manager).to_dict()
+    assert snapshot(manager) == before
+    assert manager.to_chat_msgs()[-1]["role"] == "system"  # projected where it stands
+    manager.set_system(old)  # puts it back at index 0
+    assert [m.id for m in manager] == [old.id, question.id]
+    assert manager.system is old
+    reloaded = MessageManager.from_dict(manager.to_dict())
+    assert [m.id for m in reloaded] == [old.id, question.id]
+    assert reloaded.system is not None
+    assert reloaded.system.id == old.id
+
+
+def test_the_system_is_read_from_the_pile_a_system_put_at_index_zero_is_the_system() -> None:
+    old = System(content={"system_message": "old"})
+    new = System(content={"system_message": "new"})
+    manager = MessageManager(system=old)
+    manager.add_message(instruction="q")
+    manager.messages.insert(0, new)  # behind the manager's back: now first, the old one second
+    assert manager.system is new
+    with pytest.raises(ValueError, match=MISPLACED.format(index=1, id=old.id)):
+        manager.to_dict()
+    manager.set_system(new)  # the current one again: updated in place, the old one stays misplaced
+    with pytest.raises(ValueError, match=MISPLACED.format(index=1, id=old.id)):
+        manager.to_dict()
+    manager.messages.exclude(old)
+    assert kinds(MessageManager.from_dict(manager.to_dict())) == ["System", "Instruction"]
+    manager.clear_messages()  # keeps the system at index 0
+    assert [m.id for m in manager] == [new.id]
 
 
 def test_the_system_is_set_with_set_system_not_by_assignment() -> None:

@@ -180,6 +180,22 @@ def test_an_unserializable_object_never_touches_the_disk(tmp_path: Path) -> None
     assert listing(tmp_path) == ["history.json"]
 
 
+@pytest.mark.parametrize("kind", [MessageManager, Branch])
+def test_a_history_with_a_system_away_from_index_zero_is_not_saved(tmp_path: Path, kind: type[Any]) -> None:
+    path = tmp_path / "history.json"
+    save_snapshot(MessageManager(), path)
+    previous = path.read_bytes()
+    system = System(content={"system_message": "s"})
+    history = MessageManager(system=system, messages=[Instruction()])
+    history.messages.exclude(system)
+    history.messages.include(system)  # behind the manager's back: at index 1, a record that would not load
+    obj = history if kind is MessageManager else Branch(msgs=history)
+    with pytest.raises(ValueError, match=rf"^the history holds a System message at index 1 \({system.id}\); "):
+        save_snapshot(obj, path)
+    assert path.read_bytes() == previous
+    assert listing(tmp_path) == ["history.json"]
+
+
 @pytest.mark.skipif(os.name == "nt", reason="POSIX permission bits")
 def test_the_replaced_file_keeps_its_permissions_and_a_new_one_follows_the_umask(tmp_path: Path) -> None:
     path = tmp_path / "private.json"

@@ -292,6 +292,28 @@ def test_a_message_that_cannot_be_written_is_refused_until_it_is_replaced(store:
     assert [m.content.instruction for m in list(reloaded(path, "b1"))[1:]] == ["first", "second", "third"]
 
 
+def test_a_system_moved_from_index_zero_behind_the_managers_back_is_not_written(store: SQLiteStore, path: Path) -> None:
+    first = system()
+    manager = MessageManager(system=first)
+    store.attach(manager, "b1")
+    manager.add_message(instruction="first")
+    before = dump(path)
+    manager.messages.exclude(first)
+    manager.messages.include(first)  # at the end now: a branch stored so would not load
+    expected = (
+        rf"^store {re.escape(repr(str(path)))}, branch 'b1': cannot write message {first.id}: "
+        rf"the history holds a System message at index 1 \({first.id}\); "
+        r"the system message belongs at index 0 \(set_system puts it there\)$"
+    )
+    with pytest.raises(UnwritableRecordError, match=expected):
+        manager.add_message(instruction="second")  # the count differs: the branch is rewritten
+    assert dump(path) == before  # rolled back
+    assert len(manager) == 3  # the history keeps the message (the store is an observer: ADR D3)
+    manager.set_system(first)  # back at index 0: the next write rewrites the branch
+    assert_same_history(reloaded(path, "b1"), manager)
+    assert [type(m).__name__ for m in reloaded(path, "b1")] == ["System", "Instruction", "Instruction"]
+
+
 def test_a_message_holding_a_cycle_is_an_unwritable_record(store: SQLiteStore, path: Path) -> None:
     manager = MessageManager(system=system())
     store.attach(manager, "b1")

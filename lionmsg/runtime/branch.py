@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import SerializerFunctionWrapHandler, model_serializer
 
 from lionmsg.generated.messages import Message, System
 from lionmsg.runtime.callbacks import MessageCallback
 from lionmsg.runtime.element import Element
-from lionmsg.runtime.manager import MessageManager
+from lionmsg.runtime.manager import MessageManager, refuse_misplaced_system
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression
 
@@ -131,6 +131,10 @@ class Branch(Element):
             )
         return self._msgs.progression
 
+    def to_dict(self, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
+        refuse_misplaced_system(self._msgs)  # as the manager's own record does (pydantic would wrap it)
+        return super().to_dict(mode)
+
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
         record: dict[str, Any] = handler(self)
@@ -139,6 +143,7 @@ class Branch(Element):
             record["metadata"][CURRENT_PROGRESSION] = view.model_dump(mode=info.mode)
         # In the asked mode, unchecked: to_dict checks the whole record (naming `$.messages...`), and a
         # python-mode dump keeps what JSON cannot hold (NaN).
+        refuse_misplaced_system(self._msgs)  # its record would not load (model_dump's path)
         record["messages"] = self._msgs.messages.model_dump(mode=info.mode)
         system = self._msgs.system
         record["system"] = None if system is None else str(system.id)

@@ -26,7 +26,7 @@ from lionmsg.runtime.wire import check_finite, loads_json, write_json
 if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.10 CI run
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["INVALID_PROGRESSION", "HistoryEvent", "HistoryListener", "MessageManager"]
+__all__ = ["INVALID_PROGRESSION", "HistoryEvent", "HistoryListener", "MessageManager", "misplaced_system"]
 
 INVALID_PROGRESSION = "One or more messages in the requested progression are invalid."
 
@@ -81,7 +81,6 @@ class MessageManager:
         if len(systems) > 1:
             raise ValueError(f"a history holds one system message; the messages hold {len(systems)}")
         self.messages = pile
-        self._system: System | None = None
         self.on_message_added: list[MessageCallback] = observers
         self.on_history_changed: list[HistoryListener] = []
         if systems:
@@ -98,11 +97,15 @@ class MessageManager:
 
     @property
     def system(self) -> System | None:
-        """The system message, while the history holds it: one taken out through `messages` (the public
-        pile) is no longer the system, so `set_system` then inserts at index 0 and records agree. Set it
-        with `set_system` (there is no assignment)."""
-        system = self._system
-        return system if system is not None and system.id in self.messages else None
+        """The system message: the first message, when it is a System. Read from the pile, so changes
+        made through `messages` (the public pile) behind the manager's back are seen: a system taken
+        out, or moved from index 0, is no longer the system (`set_system` puts one back at index 0).
+        Set it with `set_system` (there is no assignment)."""
+        messages = self.messages
+        if not messages:
+            return None
+        first = messages[0]
+        return first if isinstance(first, System) else None
 
     def set_system(self, system: System) -> None:
         """Make `system` the system message at index 0: the first is inserted, a different one replaces
@@ -113,7 +116,7 @@ class MessageManager:
         self._history_changed("system")
 
     def _install_system(self, system: System) -> None:
-        current = self.system  # None when it was taken out through the pile: nothing to replace
+        current = self.system  # None when none is at index 0 (taken out or moved through the pile)
         if current is not None and current.id != system.id:
             if system.id in self.messages:
                 self.messages.exclude(system.id)
@@ -124,7 +127,6 @@ class MessageManager:
             if system.id in self.messages:
                 self.messages.exclude(system.id)
             self.messages.insert(0, system)
-        self._system = system
 
     def clear_messages(self) -> None:
         """Empty the history, keeping only the system message (at index 0)."""
@@ -293,6 +295,7 @@ class MessageManager:
     def to_dict(self) -> dict[str, Any]:
         """The history as a record: the messages (a pile record, in order) and the system's id. A NaN
         or infinity in a message is a ValueError naming where it is in this record."""
+        refuse_misplaced_system(self)
         system = self.system
         record = {
             "messages": self.messages.model_dump(mode="json"),
@@ -319,6 +322,30 @@ class MessageManager:
     @classmethod
     def from_json(cls, text: str | bytes) -> MessageManager:
         return cls.from_dict(loads_json(text))
+
+
+def misplaced_system(manager: MessageManager) -> tuple[int, System] | None:
+    """The first System message the history holds after index 0 (put there through the pile, behind
+    the manager's back), with its index, or None. A record of such a history would not load (a System
+    among the messages becomes the system at index 0), so the record writers refuse it."""
+    for index, message in enumerate(manager.messages):
+        if index and isinstance(message, System):
+            return index, message
+    return None
+
+
+def refuse_misplaced_system(manager: MessageManager) -> None:
+    """ValueError when the history holds a System message anywhere but at index 0."""
+    found = misplaced_system(manager)
+    if found is not None:
+        raise ValueError(misplaced_system_text(*found))
+
+
+def misplaced_system_text(index: int, system: System) -> str:
+    return (
+        f"the history holds a System message at index {index} ({system.id}); the system message belongs "
+        "at index 0 (set_system puts it there)"
+    )
 
 
 def _chat_msg(message: Message) -> dict[str, Any]:

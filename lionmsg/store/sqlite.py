@@ -52,7 +52,7 @@ from uuid import UUID
 
 from lionmsg.generated.messages import ActionRequest, ActionResponse, Message, System
 from lionmsg.runtime.branch import Branch
-from lionmsg.runtime.manager import MessageManager
+from lionmsg.runtime.manager import MessageManager, misplaced_system, misplaced_system_text
 from lionmsg.runtime.wire import loads_json
 from lionmsg.store.errors import (
     CorruptRecordError,
@@ -309,6 +309,9 @@ class SQLiteStore:
     def _rewrite(self, connection: sqlite3.Connection, attachment: Attachment) -> None:
         """Make the stored branch exactly the manager's history (inside the caller's transaction)."""
         manager, key = attachment.manager, attachment.branch_id
+        misplaced = misplaced_system(manager)
+        if misplaced is not None:  # its stored branch would not load
+            raise UnwritableRecordError(self.path, key, str(misplaced[1].id), misplaced_system_text(*misplaced))
         rows = [(key, str(item.id), _position(manager, item), self._record(attachment, item)) for item in manager]
         system_id = None if manager.system is None else str(manager.system.id)
         connection.execute(
