@@ -13,7 +13,7 @@ from uuid import UUID, uuid4
 import pytest
 from pydantic import ValidationError
 
-from lionmsg import DroppedMail, Exchange, Flow, Message, MessageRole, Progression
+from lionmsg import DroppedMail, Exchange, Flow, Message, MessageRole, Node, Pile, Progression
 from lionmsg.runtime.exchange import (
     DROP_DELIVERY_ERROR,
     DROP_NOT_AN_OWNER,
@@ -362,6 +362,19 @@ def test_a_collect_cancelled_at_its_yield_still_delivers_the_mail_it_took() -> N
     assert run(exchange.collect(a)) == 0  # delivered once, not again
 
 
+def test_a_collect_closed_at_its_yield_still_delivers_the_mail_it_took() -> None:
+    """A pending task destroyed with its event loop is closed (GeneratorExit), not cancelled."""
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    sent = exchange.send(a, b, "first")
+    collecting = exchange.collect(a)
+    collecting.send(None)  # runs to its one yield: the outbox is taken and routed
+    collecting.close()
+    assert [m.id for m in exchange.receive(b)] == [sent.id]
+    assert exchange.dropped == []
+    assert run(exchange.collect(a)) == 0
+
+
 def test_a_collect_cancelled_before_it_starts_leaves_the_outbox_as_it_was() -> None:
     exchange = Exchange()
     a, b = owners(exchange, 2)
@@ -497,9 +510,65 @@ def test_flow_refuses_a_message_it_holds_or_cannot_hold_and_changes_nothing() ->
         flow.deliver(held, uuid4())
     with pytest.raises(ValueError, match=f"^{held.id} is already in this flow$"):
         flow.queue(held)
-    with pytest.raises(TypeError, match=r"^this pile accepts Message; got Flow$"):
+    with pytest.raises(TypeError, match=r"^a flow holds messages only, not Flow$"):
         flow.deliver(Flow(), sender)  # type: ignore[arg-type]
     assert flow_state(flow) == before
+
+
+@pytest.mark.parametrize("path", ["queue", "deliver"])
+def test_a_flow_over_a_pile_of_any_element_still_refuses_what_is_no_message(path: str) -> None:
+    a, b = uuid4(), uuid4()
+    exchange = Exchange(flows=[Flow(name=str(a), items=Pile()), Flow(name=str(b))])
+    exchange.send(a, b, "important")
+    flow = exchange.get(a)
+    assert flow is not None
+    before = flow_state(flow)
+    stray: Any = Progression()
+    put = flow.queue if path == "queue" else lambda item: flow.deliver(item, b)
+    with pytest.raises(TypeError, match=r"^a flow holds messages only, not Progression$"):
+        put(stray)
+    assert flow_state(flow) == before
+    assert asyncio.run(exchange.collect(a)) == 1  # nothing in the way of the mail
+    assert [m.content for m in exchange.receive(b, a)] == ["important"]
+
+
+def test_a_role_or_element_sender_names_one_inbox_for_the_flow_and_the_exchange() -> None:
+    exchange = Exchange()
+    (b,) = owners(exchange, 1)
+    flow = exchange.get(b)
+    assert flow is not None
+    from_user = Message(content="from the user", sender=MessageRole.USER)
+    flow.deliver(from_user, MessageRole.USER)
+    node = Node()
+    from_node = Message(content="from a node")
+    flow.deliver(from_node, node)
+    # A role's inbox is named by its value on every Python version (an enum's str() differs).
+    assert list(flow.progressions) == ["outbox", "inbox_user", f"inbox_{node.id}"]
+    assert exchange.receive(b, MessageRole.USER) == [from_user]
+    assert exchange.receive(b, "user") == [from_user]
+    assert exchange.receive(b, node) == [from_node]
+    assert exchange.pop_message(b, node) is from_node
+    assert exchange.pop_message(b, MessageRole.USER) is from_user
+    assert exchange.receive(b) == []
+
+
+def test_a_flow_names_each_progression_once() -> None:
+    sender = uuid4()
+    inbox = Progression(name=f"inbox_{sender}")
+    with pytest.raises(ValueError, match=f"^two progressions of the flow are named 'inbox_{sender}'$"):
+        Flow(progressions=[inbox, Progression(name=f"inbox_{sender}")])
+    flow = Flow()
+    flow.deliver(Message(content="x"), sender)
+    record = flow.to_dict()
+    empty_twin = Progression(name=f"inbox_{sender}").to_dict()
+    record["progressions"].insert(1, empty_twin)  # listed before the real one: loading kept only the last
+    with pytest.raises(ValidationError, match=f"two progressions are named 'inbox_{sender}'") as raised:
+        Flow.from_dict(record)
+    assert raised.value.errors()[0]["loc"] == ("progressions", 2, "name")
+    record["progressions"][1] = 5
+    with pytest.raises(ValidationError, match="each progression must be a record") as raised:
+        Flow.from_dict(record)
+    assert raised.value.errors()[0]["loc"] == ("progressions", 1)
 
 
 def test_an_inbox_through_its_first_messages_reads_pops_and_shows_alike() -> None:

@@ -815,8 +815,15 @@ def test_record_with_malformed_collections() -> None:
     with pytest.raises(ValidationError, match="collections must be a list of records"):
         Pile.from_dict(record)
     record["collections"] = ["not a mapping"]
-    with pytest.raises(TypeError, match="a pile item record must be a mapping, got str"):
+    with pytest.raises(ValidationError, match=r"collections\.0\n  each item of collections must be a record") as raised:
         Pile.from_dict(record)
+    assert raised.value.errors()[0]["loc"] == ("collections", 0)
+    record["collections"] = []
+    for progression in (5, [5], "order"):
+        record["progression"] = progression
+        with pytest.raises(ValidationError, match="progression must be a progression record or null") as raised:
+            Pile.from_dict(record)
+        assert raised.value.errors()[0]["loc"] == ("progression",)
 
 
 # -- the async lock -------------------------------------------------------------------------------

@@ -180,6 +180,49 @@ def test_an_unserializable_object_never_touches_the_disk(tmp_path: Path) -> None
     assert listing(tmp_path) == ["history.json"]
 
 
+def test_a_lone_surrogate_is_saved_as_an_escape_and_loads_back(tmp_path: Path) -> None:
+    path = tmp_path / "history.json"
+    history = MessageManager()
+    history.add_message(instruction="half a pair: \ud800 here")
+    save_snapshot(history, path)
+    assert b"\\ud800" in path.read_bytes()
+    assert_same_history(load_snapshot(path, MessageManager), history)
+
+
+def test_a_history_nested_past_pydantics_depth_limit_is_saved_and_loads_back(tmp_path: Path) -> None:
+    deep: Any = "bottom"
+    for _ in range(600):  # pydantic's own dump stops at ~255 levels, counted across the containers
+        deep = [deep]
+    history = MessageManager(system=System())
+    history.add_message(instruction="deep", context=[deep])
+    exchange = Exchange()
+    a, b = uuid4(), uuid4()
+    exchange.register(a)
+    exchange.register(b)
+    exchange.send(a, b, deep)
+    for obj, kind in ((history, MessageManager), (Branch(msgs=history), Branch), (exchange, Exchange)):
+        path = tmp_path / f"{kind.__name__}.json"
+        save_snapshot(obj, path)
+        assert load_snapshot(path, kind).to_dict() == obj.to_dict()
+
+
+def test_a_target_name_near_the_file_systems_limit_is_saved(tmp_path: Path) -> None:
+    path = tmp_path / ("h" * 250)  # the temporary file beside it must fit in 255 bytes as well
+    save_snapshot(MessageManager(messages=[Instruction()]), path)
+    assert len(load_snapshot(path, MessageManager)) == 1
+    assert listing(tmp_path) == [path.name]
+
+
+def test_a_branch_whose_view_is_no_progression_is_not_saved(tmp_path: Path) -> None:
+    path = tmp_path / "branch.json"
+    branch = Branch(msgs=MessageManager(messages=[Instruction()]))
+    branch.metadata["current_progression"] = {"order": [str(branch.messages[0].id)]}
+    message = "metadata['current_progression'] must be a Progression or a list of ids, not dict"
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        save_snapshot(branch, path)
+    assert listing(tmp_path) == []
+
+
 @pytest.mark.parametrize("kind", [MessageManager, Branch])
 def test_a_history_with_a_system_away_from_index_zero_is_not_saved(tmp_path: Path, kind: type[Any]) -> None:
     path = tmp_path / "history.json"

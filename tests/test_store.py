@@ -418,6 +418,24 @@ def test_detach_stops_persisting_and_restores_the_manager(store: SQLiteStore, pa
     assert_same_history(store.load("b"), manager)
 
 
+def test_a_detached_attachment_cannot_sync_over_the_history_attached_after_it(store: SQLiteStore, path: Path) -> None:
+    old = MessageManager(system=system())
+    handle = store.attach(old, "b")
+    old.add_message(instruction="A")
+    handle.detach()
+    old.add_message(instruction="only in the old history")
+    current = store.load("b")
+    store.attach(current, "b")
+    current.add_message(instruction="X")
+    before = dump(path)
+    message = f"store {str(path)!r}: branch 'b' is detached: nothing to sync"
+    with pytest.raises(StoreError, match=f"^{re.escape(message)}$"):
+        handle.sync()
+    assert dump(path) == before
+    current.add_message(instruction="Y")
+    assert_same_history(reloaded(path, "b"), current)
+
+
 def test_close_detaches_everything_and_a_closed_store_refuses_work(path: Path) -> None:
     manager = MessageManager()
     with SQLiteStore(path) as store:
@@ -770,6 +788,23 @@ def test_watch_history_reports_returned_changes_only() -> None:
     manager.clear_messages()
     assert events == ["system", "clear", "clear", "system"]
     assert manager.on_history_changed == []
+
+
+def test_watch_history_refuses_a_listener_it_could_not_call_before_anything_changes() -> None:
+    manager = MessageManager()
+
+    async def later(event: str) -> None:
+        return None
+
+    with pytest.raises(TypeError, match=r"^a history listener must be callable, got int$"):
+        watch_history(manager, 5)  # type: ignore[arg-type]
+    message = "a history listener must be a plain function: set_system and clear_messages do not await"
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        watch_history(manager, later)
+    assert manager.on_history_changed == []
+    manager.set_system(system())  # no listener left behind to fail after the change
+    manager.clear_messages()
+    assert len(manager) == 1
 
 
 def test_each_unwatch_stops_its_own_watch_once() -> None:

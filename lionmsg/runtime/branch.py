@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import SerializerFunctionWrapHandler, model_serializer
 
 from lionmsg.generated.messages import Message, System
 from lionmsg.runtime.callbacks import MessageCallback
-from lionmsg.runtime.element import Element
+from lionmsg.runtime.element import Element, parts_later
 from lionmsg.runtime.manager import MessageManager, refuse_misplaced_system
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression
@@ -122,18 +122,20 @@ class Branch(Element):
         view = self._view()
         if view is not None:
             return view
-        given = self.metadata.get(CURRENT_PROGRESSION)
-        if isinstance(given, (list, tuple)):
-            Progression(order=given)  # raises what makes it no view: not ids (TypeError), an id twice
-        if given is not None:
-            raise TypeError(
-                f"metadata[{CURRENT_PROGRESSION!r}] must be a Progression or a list of ids, not {type(given).__name__}"
-            )
+        self._check_view()
         return self._msgs.progression
 
-    def to_dict(self, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
-        refuse_misplaced_system(self._msgs)  # as the manager's own record does (pydantic would wrap it)
-        return super().to_dict(mode)
+    def _check_view(self) -> None:
+        """Raise what makes `metadata["current_progression"]` no view, changing nothing."""
+        given = self.metadata.get(CURRENT_PROGRESSION)
+        if given is None or isinstance(given, Progression):
+            return
+        if isinstance(given, (list, tuple)):
+            Progression(order=given)  # raises what makes it no view: not ids (TypeError), an id twice
+            return
+        raise TypeError(
+            f"metadata[{CURRENT_PROGRESSION!r}] must be a Progression or a list of ids, not {type(given).__name__}"
+        )
 
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
@@ -141,13 +143,18 @@ class Branch(Element):
         view = self.metadata.get(CURRENT_PROGRESSION)  # as it is: writing a record changes nothing
         if isinstance(view, Progression):
             record["metadata"][CURRENT_PROGRESSION] = view.model_dump(mode=info.mode)
+        if not parts_later(info):
+            self._add_part_records(record, info.mode)
+        return record
+
+    def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
         # In the asked mode, unchecked: to_dict checks the whole record (naming `$.messages...`), and a
         # python-mode dump keeps what JSON cannot hold (NaN).
-        refuse_misplaced_system(self._msgs)  # its record would not load (model_dump's path)
-        record["messages"] = self._msgs.messages.model_dump(mode=info.mode)
+        refuse_misplaced_system(self._msgs)  # its record would not load
+        self._check_view()  # nor would one with a view that is no Progression or list of ids
+        record["messages"] = self._msgs.messages._unchecked_record(mode)
         system = self._msgs.system
         record["system"] = None if system is None else str(system.id)
-        return record
 
     @classmethod
     def _prepare_record(cls, record: dict[str, Any]) -> None:

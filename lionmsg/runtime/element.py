@@ -30,7 +30,17 @@ from lionmsg.runtime.wire import CANONICAL_UUID, UNWRITABLE_DEPTH, check_finite,
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["Element", "Node", "element_class", "record_error"]
+__all__ = ["Element", "Node", "element_class", "parts_later", "record_error"]
+
+_PARTS_LATER: dict[str, Any] = {"lionmsg_parts_later": True}
+
+
+def parts_later(info: Any) -> bool:
+    """Whether a container's serializer, called with `info`, leaves its parts' records to
+    `Element._unchecked_record` (which adds them after pydantic's dump)."""
+    context = info.context
+    return type(context) is dict and context.get("lionmsg_parts_later") is True
+
 
 # The schema's form of `metadata.lion_class`: a class name, or a dotted path of identifiers ending in it.
 _LION_CLASS_PATH = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*")
@@ -149,12 +159,24 @@ class Element(BaseModel):
         (JSON mode always; python mode keeps plain values as they are)."""
         check_mode(mode)
         try:
-            record = self.model_dump(mode=mode)
+            record = self._unchecked_record(mode)
         except RecursionError:
             raise ValueError(UNWRITABLE_DEPTH) from None
         if mode == "json":
             check_finite(record)
         return record
+
+    def _unchecked_record(self, mode: str) -> dict[str, Any]:
+        """`to_dict(mode)`'s record without its finiteness check (a container checks its whole record
+        once). A container's parts are added after pydantic's dump, not inside its serializer, where
+        pydantic would count the nesting of every part's values against its depth limit (~255)."""
+        record: dict[str, Any] = self.model_dump(mode=mode, context=_PARTS_LATER)
+        self._add_part_records(record, mode)
+        return record
+
+    def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
+        """A container puts the records of what it holds (messages, piles, flows) into its own record;
+        its serializer leaves them out when `parts_later(info)` says `_unchecked_record` adds them."""
 
     def to_json(self) -> str:
         """The record as compact JSON text: `to_dict()` written out, so what it refuses (NaN, an

@@ -201,6 +201,12 @@ class MessageBehaviour(Node, Sendable):
                 return record
         return super().to_dict(mode)
 
+    def _unchecked_record(self, mode: str) -> dict[str, Any]:
+        # The plain record holds finite numbers only (json_copy refuses the rest): the check is the
+        # container's anyway.
+        record = self._plain_record() if mode == "json" else None
+        return self.model_dump(mode=mode) if record is None else record
+
     def _plain_record(self) -> dict[str, Any] | None:
         """`model_dump(mode="json")`, built directly when every value is plain JSON data already (and the
         class is a generated one: see `fastpath.ENVELOPE_CLASSES`)."""

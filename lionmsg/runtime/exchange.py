@@ -29,7 +29,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from lionmsg.generated.messages import Message
 from lionmsg.generated.roles import MessageRole
-from lionmsg.runtime.element import Element, record_error
+from lionmsg.runtime.element import Element, parts_later, record_error
 from lionmsg.runtime.fastpath import assemble, message_copies
 from lionmsg.runtime.flow import Flow, inbox_name
 from lionmsg.runtime.ids import uuid_text
@@ -204,8 +204,8 @@ class Exchange(Element):
 
         The whole outbox is taken and routed first (so concurrent collects never route a message
         twice), then delivery yields to the event loop once and writes each inbox, checking that the
-        recipient is still registered: owners may come and go meanwhile. A collect cancelled at that
-        yield has taken its mail already: it delivers it (nothing is lost) and the cancellation then
+        recipient is still registered: owners may come and go meanwhile. A collect cancelled (or closed)
+        at that yield has taken its mail already: it delivers it (nothing is lost) and the cancellation then
         propagates."""
         flows = self._flows  # the same table throughout; each target is looked up as it is written
         owner = owner_id if type(owner_id) is UUID else self._known(owner_id)  # the usual UUID: no call
@@ -218,7 +218,7 @@ class Exchange(Element):
             return 0
         try:
             await asyncio.sleep(0)  # one yield per collect, not per delivery: that cost dominated collection
-        except asyncio.CancelledError:
+        except BaseException:  # cancelled, or closed (GeneratorExit: a pending task destroyed with its loop)
             self._deliver(routed, owner)
             raise
         return self._deliver(routed, owner)
@@ -277,16 +277,18 @@ class Exchange(Element):
     # -- reading mailboxes -------------------------------------------------------------------------
 
     def receive(self, owner_id: Any, sender: Any = None) -> list[Message]:
-        """The owner's received messages (from one sender, or all), oldest first; nothing is removed."""
+        """The owner's received messages from one sender, oldest first, or from all: inbox by inbox, in the
+        order the inboxes opened (as LionAGI groups them); nothing is removed. A sender is named as
+        `Flow.inbox` takes it (a UUID in any spelling, an element, a role, a name)."""
         flow = self.get(owner_id)
         if flow is None:
             return []
-        return flow.all_inboxes() if sender is None else flow.inbox(_text(sender))
+        return flow.all_inboxes() if sender is None else flow.inbox(sender)
 
     def pop_message(self, owner_id: Any, sender: Any) -> Message | None:
         """Remove and return the oldest message from `sender`; None for an unknown owner or empty inbox."""
         flow = self.get(owner_id)
-        return None if flow is None else flow.pop_oldest(_text(sender))
+        return None if flow is None else flow.pop_oldest(sender)
 
     # -- the drop record ---------------------------------------------------------------------------
 
@@ -311,10 +313,14 @@ class Exchange(Element):
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
         record: dict[str, Any] = handler(self)
-        record["flows"] = [flow.model_dump(mode=info.mode) for flow in self._flows.values()]
+        if not parts_later(info):
+            self._add_part_records(record, info.mode)
         record["dropped"] = [asdict(item) for item in self._dropped]
         record["drop_counts"] = dict(self._drop_counts)
         return record
+
+    def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
+        record["flows"] = [flow._unchecked_record(mode) for flow in self._flows.values()]
 
     @classmethod
     def _prepare_record(cls, record: dict[str, Any]) -> None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from pydantic import SerializerFunctionWrapHandler, model_serializer
 
 from lionmsg.generated.messages import Message
-from lionmsg.runtime.element import Element, record_error
+from lionmsg.runtime.element import Element, parts_later, record_error
 from lionmsg.runtime.ids import uuid_from_int, uuid_text
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import OrderedIds, Progression, to_uuid
@@ -25,9 +26,12 @@ _MESSAGES_ONLY: frozenset[type[Element]] = frozenset({Message})
 
 def inbox_name(sender: Any) -> str:
     """The progression holding mail from `sender`: `inbox_<sender>`, a UUID in its canonical text however
-    it is given (a UUID, any text `UUID()` reads, an element), as `Exchange.receive` reads it."""
+    it is given (a UUID, any text `UUID()` reads, an element); a role by its value (`inbox_user`: an
+    enum's str() differs between Python versions), any other name as it is."""
     if type(sender) is UUID:
         return _uuid_inbox_name(sender.int)
+    if isinstance(sender, Enum):
+        sender = sender.value
     try:
         ident = to_uuid(sender)
     except (TypeError, ValueError):  # not a UUID: a name, kept as it is
@@ -128,6 +132,8 @@ class _Storage:
             order._slots.append(ident)
             stored[key] = message
         else:  # a class the pile has not seen yet: it checks (TypeError if not admitted) and adds
+            if not isinstance(message, Message):  # a pile that admits any element: it could never be routed
+                raise TypeError(f"a flow holds messages only, not {type(message).__name__}")
             self.pile.include(message)
         return ident
 
@@ -171,12 +177,16 @@ class Flow(Element):
             if stray is not None:  # it could never be routed: collecting would fail on it
                 raise ValueError(f"a flow holds messages only, not {type(stray).__name__}")
         named = {OUTBOX: Progression.empty(OUTBOX)}
+        given_names: set[str] = set()
         for given in progressions or []:
             progression = Progression.from_dict(given) if isinstance(given, Mapping) else given
             if not isinstance(progression, Progression):
                 raise TypeError(f"a flow's progressions are Progressions or records, not {type(progression).__name__}")
             if progression.name is None:
                 raise ValueError("every progression of a flow needs a name")
+            if progression.name in given_names:
+                raise ValueError(f"two progressions of the flow are named {progression.name!r}")
+            given_names.add(progression.name)
             named[progression.name] = progression
         listed = [ident for progression in named.values() for ident in progression]
         if len(listed) != len(set(listed)) or set(listed) != set(pile.keys()):
@@ -286,9 +296,13 @@ class Flow(Element):
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
         record: dict[str, Any] = handler(self)
-        record["items"] = self._items.model_dump(mode=info.mode)
-        record["progressions"] = [p.model_dump(mode=info.mode) for p in self.progressions.values()]
+        if not parts_later(info):
+            self._add_part_records(record, info.mode)
         return record
+
+    def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
+        record["items"] = self._items._unchecked_record(mode)
+        record["progressions"] = [p.model_dump(mode=mode) for p in self.progressions.values()]
 
     @classmethod
     def _prepare_record(cls, record: dict[str, Any]) -> None:
@@ -300,4 +314,12 @@ class Flow(Element):
         progressions = record.get("progressions", [])
         if not isinstance(progressions, list):
             raise record_error(cls, ("progressions",), "progressions must be a list of progression records", None)
+        names: set[Any] = set()
+        for index, given in enumerate(progressions):
+            if not isinstance(given, Mapping):
+                raise record_error(cls, ("progressions", index), "each progression must be a record", given)
+            name = given.get("name")
+            if name in names:
+                raise record_error(cls, ("progressions", index, "name"), f"two progressions are named {name!r}", name)
+            names.add(name)
         record["progressions"] = [Progression.from_dict(p) for p in progressions]

@@ -21,7 +21,7 @@ from lionmsg.runtime.callbacks import MessageCallback, run_async_callbacks, run_
 from lionmsg.runtime.factories import AddMessageArguments, build_common, build_message, create_action_response
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression
-from lionmsg.runtime.wire import check_finite, loads_json, write_json
+from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, loads_json, write_json
 
 if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.10 CI run
     from exceptiongroup import BaseExceptionGroup
@@ -297,8 +297,12 @@ class MessageManager:
         or infinity in a message is a ValueError naming where it is in this record."""
         refuse_misplaced_system(self)
         system = self.system
+        try:
+            messages = self.messages._unchecked_record("json")
+        except RecursionError:
+            raise ValueError(UNWRITABLE_DEPTH) from None
         record = {
-            "messages": self.messages.model_dump(mode="json"),
+            "messages": messages,
             "system": None if system is None else str(system.id),
         }
         check_finite(record)

@@ -11,7 +11,7 @@ from uuid import UUID
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from lionmsg.runtime.element import Element, element_class, record_error
+from lionmsg.runtime.element import Element, element_class, parts_later, record_error
 from lionmsg.runtime.progression import Progression, to_uuid
 
 if TYPE_CHECKING:
@@ -361,10 +361,14 @@ class Pile(Element, Generic[T]):
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
         record: dict[str, Any] = handler(self)
-        record["collections"] = [item.model_dump(mode=info.mode) for item in self]
+        if not parts_later(info):
+            self._add_part_records(record, info.mode)
         record["progression"] = self._progression.model_dump(mode=info.mode)
         record["item_type"] = None if self._item_type is None else sorted(t.__name__ for t in self._item_type)
         return record
+
+    def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
+        record["collections"] = [item._unchecked_record(mode) for item in self]
 
     @classmethod
     def _prepare_record(cls, record: dict[str, Any]) -> None:
@@ -383,9 +387,15 @@ class Pile(Element, Generic[T]):
         items = record.get("collections") or []
         if not isinstance(items, list):
             raise record_error(cls, ("collections",), "collections must be a list of records", items)
+        for index, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise record_error(cls, ("collections", index), "each item of collections must be a record", item)
         record["collections"] = [_load_item(base, item) for item in items]
-        if isinstance(record.get("progression"), Mapping):
-            record["progression"] = Progression.from_dict(record["progression"])
+        progression = record.get("progression")
+        if isinstance(progression, Mapping):
+            record["progression"] = Progression.from_dict(progression)
+        elif progression is not None:
+            raise record_error(cls, ("progression",), "progression must be a progression record or null", progression)
 
     # -- helpers -----------------------------------------------------------------------------------
 

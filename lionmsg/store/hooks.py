@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from lionmsg.runtime.callbacks import is_async_callback
 from lionmsg.runtime.manager import HistoryEvent, HistoryListener, MessageManager
 
 __all__ = ["HistoryEvent", "HistoryListener", "watch_history"]
@@ -18,7 +19,12 @@ def watch_history(manager: MessageManager, listener: HistoryListener) -> Callabl
     """Call `listener(event)` after each `set_system` / `clear_messages` of `manager` returns; returns
     the function that stops it (once; a listener added twice is called twice and stopped per call).
     Listeners run like message-added observers: all of them, in order, each failure raised after the
-    others ran (the change itself stays)."""
+    others ran (the change itself stays). A listener that is not callable, or is async, is a TypeError
+    here, before anything changes."""
+    if not callable(listener):
+        raise TypeError(f"a history listener must be callable, got {type(listener).__name__}")
+    if is_async_callback(listener):
+        raise TypeError("a history listener must be a plain function: set_system and clear_messages do not await")
     manager.on_history_changed.append(listener)
     watching = True
 

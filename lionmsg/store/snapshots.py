@@ -31,7 +31,7 @@ from typing import Any, TypeVar, overload
 from lionmsg.runtime.branch import Branch
 from lionmsg.runtime.exchange import Exchange
 from lionmsg.runtime.manager import MessageManager
-from lionmsg.runtime.wire import loads_json
+from lionmsg.runtime.wire import loads_json, write_json
 from lionmsg.store.errors import SnapshotError
 
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_VERSION", "Snapshotable", "load_snapshot", "save_snapshot"]
@@ -56,7 +56,7 @@ def save_snapshot(obj: Snapshotable, path: str | os.PathLike[str]) -> None:
     if kind is None:
         raise TypeError(f"save_snapshot takes a MessageManager, a Branch or an Exchange, got {type(obj).__name__}")
     document = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "kind": kind, "data": obj.to_dict()}
-    payload = json.dumps(document, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    payload = write_json(document).encode("utf-8")  # a lone surrogate written as an escape, as every record
     _replace_atomically(Path(path), payload)
 
 
@@ -112,7 +112,8 @@ def _check_header(name: str, document: Any) -> type[MessageManager] | type[Branc
 
 def _replace_atomically(path: Path, payload: bytes) -> None:
     directory = path.parent
-    temporary = directory / f".{path.name}.{secrets.token_hex(8)}.tmp"
+    # Named after the target, cut short so that a target name near the file system's limit still fits.
+    temporary = directory / f".{path.name[:64]}.{secrets.token_hex(8)}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     descriptor = os.open(temporary, flags, 0o666)  # the umask applies, as for any new file
     try:

@@ -99,7 +99,10 @@ class Attachment:
         self.store._history_changed(self, event)
 
     def sync(self) -> None:
-        """Rewrite the stored branch from the manager now (after changes made behind its back)."""
+        """Rewrite the stored branch from the manager now (after changes made behind its back).
+        StoreError once detached: the branch id may hold another history by then."""
+        if not self.attached:
+            raise StoreError(f"store {self.store.path!r}: branch {self.branch_id!r} is detached: nothing to sync")
         self.store._write(self, "the history", lambda connection: self.store._rewrite(connection, self))
 
     def detach(self) -> None:
@@ -272,6 +275,8 @@ class SQLiteStore:
         StoreError, a record that cannot be written as UnwritableRecordError (see _record)."""
         try:
             with self._transaction("BEGIN IMMEDIATE") as connection:
+                if not attachment.attached:  # detached meanwhile (another thread): what is stored stays
+                    return
                 if attachment._stale:
                     self._rewrite(connection, attachment)
                 else:
