@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from lionmsg import AssistantResponse, Message, MessageRole
+from lionmsg import AssistantResponse, Message, MessageManager, MessageRole
 
 ANTHROPIC = {
     "content": [
@@ -79,6 +79,16 @@ def test_default_routing_is_to_the_user() -> None:
 
 def test_chat_projection_of_a_response() -> None:
     assert AssistantResponse.from_response(OPENAI).chat_msg == {"role": "assistant", "content": "C1C2"}
+
+
+def test_the_raw_provider_response_is_kept_as_a_copy() -> None:
+    response = {"choices": [{"message": {"content": "hi"}}], "usage": {"tokens": 1}}
+    built = AssistantResponse.from_response(response)
+    added = MessageManager().add_message(assistant_response=response)
+    response["usage"]["tokens"] = 999  # the caller goes on using its payload
+    response["choices"].append({"message": {"content": "later"}})
+    for message in (built, added):
+        assert message.model_response == {"choices": [{"message": {"content": "hi"}}], "usage": {"tokens": 1}}
 
 
 def test_model_response_defaults_to_empty() -> None:

@@ -210,19 +210,33 @@ def test_values_pyyaml_refuses_are_converted() -> None:
         "model": _Point(x=1),
         "enum": _Color.RED,
         "uuid": uid,
-        "when": datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
-        "day": date(2024, 1, 2),
         "set": {1},
         "ordered": OrderedDict(b=1, a=None),
         _Color.RED: "enum key",
     }
     assert minimal_yaml(value) == (
         "model:\n  x: 1\nenum: red\nuuid: 12345678-1234-5678-1234-567812345678\n"
-        "when: '2024-01-02T03:04:05+00:00'\nday: '2024-01-02'\nset:\n- 1\nordered:\n  b: 1\nred: enum key\n"
+        "set:\n- 1\nordered:\n  b: 1\nred: enum key\n"
     )
     assert minimal_yaml(_Point(x=2, label="p")) == "x: 2\nlabel: p\n"
     with pytest.raises(yaml.representer.RepresenterError):
         lionagi_minimal_yaml({"uuid": uid})
+
+
+def test_dates_and_datetimes_are_plain_timestamps_as_pyyaml_writes_them() -> None:
+    value = {
+        "when": datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
+        "at": [datetime(2024, 1, 2, 3, 4, 5, 123)],
+        "day": date(2024, 1, 2),
+        date(2024, 1, 3): "a date key",
+        "text": "2024-01-02",  # a string that reads as a date stays quoted
+    }
+    expected = (
+        "when: 2024-01-02 03:04:05+00:00\nat:\n- 2024-01-02 03:04:05.000123\nday: 2024-01-02\n"
+        "2024-01-03: a date key\ntext: '2024-01-02'\n"
+    )
+    assert minimal_yaml(value) == expected
+    assert lionagi_minimal_yaml(value) == expected
 
 
 # Differential tests over generated JSON-like values.

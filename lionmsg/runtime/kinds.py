@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from lionmsg.runtime.content.assistant_response import parse_provider_response
+from lionmsg.runtime.content.base import owned_copy
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -36,8 +37,10 @@ class AssistantResponseKind:
     def from_response(cls, response: Any, sender: Any = None, recipient: Any = None) -> Self:
         """An AssistantResponse from a provider response in any supported shape (see
         `parse_provider_response`); the raw value goes into `metadata["model_response"]`. Without a
-        sender or recipient, the class defaults apply (sender unset, recipient user)."""
+        sender or recipient, the class defaults apply (sender unset, recipient user). The raw value is
+        copied, as every input the history keeps: the caller's later changes do not rewrite it."""
         text, raw = parse_provider_response(response)
+        raw = owned_copy(raw)
         routing = {key: value for key, value in (("sender", sender), ("recipient", recipient)) if value is not None}
         return cls(content={"assistant_response": text}, metadata={"model_response": raw}, **routing)
 

@@ -83,8 +83,16 @@ _IMPLICIT = re.compile(
 )
 _LEADING_INDICATORS = "#,[]{}&*!|>'\"%@`"
 
+
+class _Timestamp(str):
+    """A date or datetime as SafeDumper writes it: a plain (unquoted) timestamp scalar. A string with
+    the same text is quoted, so that it reads back as a string."""
+
+    __slots__ = ()
+
+
 # PyYAML writes a key as `? key` once its text plus its tag (`!!str`, `!!float`...) reaches 128 characters.
-_TAG_LENGTHS: dict[type, int] = {str: 5, int: 5, float: 7, bool: 6, type(None): 6}
+_TAG_LENGTHS: dict[type, int] = {str: 5, int: 5, float: 7, bool: 6, type(None): 6, _Timestamp: 11}
 _SCALAR_TYPES = (str, int, float, bool, type(None))
 _JSON_TYPES = frozenset((dict, list, tuple, *_SCALAR_TYPES))
 
@@ -130,6 +138,8 @@ def _prepare(value: Any) -> Any:
     kind = type(value)
     if kind is str:
         return value if value and not value.isspace() else _DROP  # isspace: the same whitespace as strip()
+    if kind is _Timestamp:
+        return value
     if kind is dict:
         pruned = {}
         for key, item in value.items():
@@ -177,7 +187,11 @@ def _coerce(value: Any) -> Any:
         return dict(value)
     if isinstance(value, (list, tuple, set, frozenset)):
         return list(value)
-    if isinstance(value, (datetime, date, time)):
+    if isinstance(value, datetime):
+        return _Timestamp(value.isoformat(" "))  # PyYAML's spelling of a timestamp
+    if isinstance(value, date):
+        return _Timestamp(value.isoformat())
+    if isinstance(value, time):  # SafeDumper has no form for it (LionAGI fails to render): its ISO text
         return value.isoformat()
     return str(value)
 
@@ -263,6 +277,8 @@ def _scalar(value: Any, indent: int) -> str:
     kind = type(value)
     if kind is str:
         return _str_scalar(value, indent)
+    if kind is _Timestamp:
+        return str.__str__(value)
     if kind is bool:
         return "true" if value else "false"
     if kind is int:
