@@ -453,3 +453,16 @@ def test_bad_input_never_prints_a_traceback(args: list[str], stdin: str, status:
     assert "Traceback" not in done.stdout + done.stderr
     if status == 2:
         assert done.stderr.startswith(("lionmsg: ", "usage: lionmsg")), done.stderr
+
+
+def test_a_record_too_deep_for_jsonschema_is_one_error_not_a_traceback() -> None:
+    """jsonschema recurses per level (and spells a failing branch's value with repr): a record that
+    parses may still be too deep for it, which `validate` reports as an invalid record."""
+    deep: Any = []
+    for _ in range(sys.getrecursionlimit() * 2):
+        deep = [deep]
+    record = {"id": "00000000-0000-4000-8000-000000000001", "created_at": 1.0, "content": deep}
+    errors = VALIDATOR.errors(record)
+    assert [str(error) for error in errors] == [
+        "$: nested too deeply to validate (jsonschema recurses per level) (schema: )"
+    ]

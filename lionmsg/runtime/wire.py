@@ -67,10 +67,12 @@ def loads_json(text: str | bytes) -> Any:
     document nested deeper than the interpreter's recursion limit lets the decoder go. An integer
     literal is read exactly, however long (JavaScript's JSON.parse would round it; the schemas bound
     the numbers a record holds)."""
-    # What json.loads does before decoding: bytes are UTF-8/16/32 (by the BOM), a BOM in text is refused.
+    # Bytes are UTF-8 (RFC 8259 for JSON between systems, and what the CLI reads): strictly, so bytes
+    # that other readers would decode differently (UTF-16, an encoded lone surrogate) are refused, as
+    # is a BOM, in bytes or text.
     if isinstance(text, (bytes, bytearray)):
-        text = text.decode(json.detect_encoding(text), "surrogatepass")
-    elif isinstance(text, str) and text.startswith("\ufeff"):
+        text = text.decode("utf-8")
+    if isinstance(text, str) and text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     try:
         return _STRICT_DECODER.decode(text)

@@ -109,7 +109,14 @@ class RecordValidator:
         return kind_of_class(metadata.get("lion_class") if isinstance(metadata, dict) else None)
 
     def errors(self, record: Any) -> list[RecordError]:
-        """Every broken rule, in record order; empty when the record is valid."""
+        """Every broken rule, in record order; empty when the record is valid. A record nested too deeply
+        for jsonschema (it recurses per level, and spells failing values with repr) is one error."""
+        try:
+            return self._errors(record)
+        except RecursionError:
+            return [RecordError("$", "", "nested too deeply to validate (jsonschema recurses per level)")]
+
+    def _errors(self, record: Any) -> list[RecordError]:
         if self.is_valid(record):
             return []
         validator = self._kinds[self.kind_of(record)]
