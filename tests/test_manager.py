@@ -955,3 +955,20 @@ def test_the_repr_says_what_the_history_holds() -> None:
     system = manager.add_message(system="S")
     manager.add_message(instruction="hi")
     assert repr(manager) == f"<MessageManager: 2 messages, system {system.id}, 1 observers, 0 history listeners>"
+
+
+def test_a_falsy_kind_argument_is_not_given_and_update_clears_a_field() -> None:
+    """README: kind arguments count as given only when truthy (but context and action_output), so a
+    revision with an empty value keeps the field; the message's update() clears it."""
+    manager = MessageManager()
+    question = manager.add_message(instruction="q", guidance="G", images=["https://h.example/a.png"])
+    assert manager.add_message(instruction=question, guidance="", images=[]) is question
+    assert (question.content.guidance, question.content.images) == ("G", ["https://h.example/a.png"])
+    question.update(guidance=None, images=[])
+    assert (question.content.guidance, question.content.images) == (None, [])
+    system = manager.add_message(system="S", system_datetime="2025-01-01T00:00")
+    manager.add_message(system=system, system_datetime=False)
+    assert system.rendered == "System Time: 2025-01-01T00:00\n\nS"
+    system.update(system_datetime=None)
+    assert system.rendered == "S"
+    assert [m.id for m in manager] == [system.id, question.id]
