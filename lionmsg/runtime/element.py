@@ -32,14 +32,15 @@ if TYPE_CHECKING:
 
 __all__ = ["Element", "Node", "element_class", "parts_later", "record_error"]
 
-_PARTS_LATER: dict[str, Any] = {"lionmsg_parts_later": True}
+_PARTS_LATER_KEY = "lionmsg_parts_later"
+_PARTS_LATER: dict[str, Any] = {_PARTS_LATER_KEY: True}  # the serialization context that says so
 
 
 def parts_later(info: Any) -> bool:
     """Whether a container's serializer, called with `info`, leaves its parts' records to
     `Element._unchecked_record` (which adds them after pydantic's dump)."""
     context = info.context
-    return type(context) is dict and context.get("lionmsg_parts_later") is True
+    return type(context) is dict and context.get(_PARTS_LATER_KEY) is True
 
 
 # The schema's form of `metadata.lion_class`: a class name, or a dotted path of identifiers ending in it.
