@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -202,3 +203,38 @@ def test_a_pile_record_with_system_text_is_a_branch_record_and_checked_as_from_d
     held = Branch(messages=list(branch.messages)[1:], system=instruction_id)
     assert held.system is not None
     assert held.system.content.system_message == instruction_id
+
+
+def test_the_view_names_only_messages_its_own_history_holds() -> None:
+    # An observer before the branch's own clears the history: the new message is gone before the
+    # branch's tracker hears of it.
+    manager = MessageManager(system=System(content={"system_message": "S"}))
+    manager.on_message_added.append(lambda message: "reset" in message.rendered and manager.clear_messages())
+    branch = Branch(msgs=manager)
+    assert branch.system is not None
+    branch.metadata["current_progression"] = Progression(order=[branch.system.id])
+    manager.add_message(instruction="reset please")
+    assert list(branch.progression) == [branch.system.id] == [m.id for m in manager]
+    # One observer list shared by two branches: each tracker hears the other's messages too.
+    shared: list[Any] = []
+    first, second = Branch(on_message_added=shared), Branch(on_message_added=shared)
+    first.metadata["current_progression"] = Progression()
+    mine = first.msgs.add_message(instruction="mine")
+    theirs = second.msgs.add_message(instruction="theirs")
+    assert list(first.progression) == [mine.id]
+    assert [c["content"] for c in first.msgs.to_chat_msgs(first.progression)] == ["Instruction: mine"]
+    assert theirs.id not in first.messages
+
+
+@pytest.mark.parametrize("how", ["set_system", "add_message"])
+def test_re_setting_the_system_puts_it_first_in_the_view(how: str) -> None:
+    branch = Branch(system="S0")
+    system = branch.system
+    assert system is not None
+    one = branch.msgs.add_message(instruction="one")
+    branch.metadata["current_progression"] = Progression(order=[one.id, system.id])
+    if how == "set_system":
+        branch.msgs.set_system(system)
+    else:
+        branch.msgs.add_message(system=system, system_datetime="2025-01-01T00:00")
+    assert list(branch.progression) == [system.id, one.id]

@@ -27,6 +27,10 @@ class AsyncCallable:
         self.seen.append(message)
 
 
+class StaticAsyncCallable:
+    __call__ = staticmethod(async_callback)
+
+
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
@@ -41,8 +45,9 @@ def run(coro: Any) -> Any:
         functools.partial(async_callback),
         functools.partial(functools.partial(async_callback)),
         AsyncCallable(),
+        StaticAsyncCallable(),
     ],
-    ids=["coroutine function", "partial", "nested partial", "object with async __call__"],
+    ids=["coroutine function", "partial", "nested partial", "object with async __call__", "static async __call__"],
 )
 def test_sync_path_rejects_async_callbacks_before_anything_happens(async_like: Any) -> None:
     called: list[Message] = []

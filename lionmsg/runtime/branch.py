@@ -87,8 +87,12 @@ class Branch(Element):
 
     def _track_in_view(self, message: Message) -> None:
         view = self._view()
-        if view is not None and not isinstance(message, System) and message.id not in view:
-            view.append(message.id)  # a system message is placed by _keep_view_in_step
+        if view is None or isinstance(message, System) or message.id in view:
+            return  # a system message is placed by _keep_view_in_step
+        # Only while the history holds it: an observer before this one may have cleared it, and an
+        # observer list shared with another history calls this for that history's messages too.
+        if message.id in self._msgs.messages:
+            view.append(message.id)
 
     def _keep_view_in_step(self, event: str) -> None:
         view = self._view()
@@ -99,7 +103,8 @@ class Branch(Element):
         if gone:
             view.exclude(gone)
         system = self._msgs.system
-        if system is not None and system.id not in view:
+        if system is not None and (not view or view[0] != system.id):  # the current system first
+            view.exclude(system.id)
             view.insert(0, system.id)
 
     @property

@@ -34,6 +34,8 @@ def is_async_callback(callback: Any) -> bool:
         return False
     # Looked up on the class (as the call itself does); `callable()` cannot tell async from sync.
     call = next((klass.__dict__["__call__"] for klass in type(target).__mro__ if "__call__" in klass.__dict__), None)
+    if isinstance(call, (staticmethod, classmethod)):  # the wrapper is no function: what it wraps is
+        call = call.__func__
     return inspect.iscoroutinefunction(call)
 
 
