@@ -421,6 +421,37 @@ def test_take_with_a_bad_reference_removes_nothing() -> None:
     assert snapshot(pile) == before
 
 
+def test_pop_by_position_or_slice_and_defaults_for_what_names_no_item() -> None:
+    a, b, c, d = Node(), Node(), Node(), Node()
+    pile: Pile[Any] = Pile([a, b, c, d])
+    assert pile.pop(-1) is d
+    taken = pile.pop(slice(0, 2))
+    assert isinstance(taken, Pile)
+    assert list(taken) == [a, b]
+    assert list(pile) == [c]
+    before = snapshot(pile)
+    with pytest.raises(IndexError, match=r"^progression index 5 out of range for 1 ids$"):
+        pile.pop(5)
+    with pytest.raises(ValueError, match=r"^not a UUID: 'x'$"):
+        pile.pop("x")
+    assert pile.pop(5, "default") == "default"
+    assert pile.pop("x", "default") == "default"
+    assert pile.pop([1], "default") == "default"  # a list names no item
+    assert snapshot(pile) == before
+
+
+def test_a_list_or_tuple_in_a_pile_or_progression_asks_for_all_of_them() -> None:
+    a, b = Node(), Node()
+    pile: Pile[Any] = Pile([a, b])
+    for container in (pile, pile.progression):
+        assert [a.id, b.id] in container
+        assert (a, str(b.id)) in container
+        assert [] in container  # none asked for, as LionAGI answers
+        assert [a.id, uuid4()] not in container
+        assert [a.id, "not an id"] not in container
+        assert {a.id} not in container  # a set has no order to be an ordered selection: as LionAGI
+
+
 def test_pop_with_and_without_default() -> None:
     a, b, c = Instruction(), Node(), AssistantResponse()
     pile: Pile[Any] = Pile([a, b, c])
@@ -553,7 +584,7 @@ def test_keys_values_items_follow_the_progression() -> None:
         pile.index(uuid4())
 
 
-@pytest.mark.parametrize("junk", [5, None, "junk", "", [], 1.5, True, object()])
+@pytest.mark.parametrize("junk", [5, None, "junk", "", [5], 1.5, True, object()])
 def test_contains_is_false_for_junk(junk: Any) -> None:
     assert (junk in Pile([Node()])) is False
 

@@ -111,6 +111,8 @@ class Pile(Element, Generic[T]):
         try:
             return to_uuid(ref).int in self._items
         except (TypeError, ValueError):
+            if isinstance(ref, (list, tuple)):  # every one of them, as LionAGI reads it (none: True)
+                return all(member in self for member in ref)
             return False
 
     def keys(self) -> list[UUID]:
@@ -306,8 +308,25 @@ class Pile(Element, Generic[T]):
         return taken
 
     def pop(self, ref: Any, default: Any = _MISSING) -> T | Any:
-        """Remove and return an item; KeyError when absent and no default is given."""
-        ident = to_uuid(ref)
+        """Remove and return an item, named as `pile[...]` names it: by id (or its text, or an element),
+        by position, or a slice (a new pile of the items taken). Without a default, an absent id is a
+        KeyError, a position out of range an IndexError and a value that names no item what `pile[...]`
+        raises; with one, each of those returns it. Nothing changes unless an item is returned."""
+        if isinstance(ref, (int, slice)) and not isinstance(ref, bool):
+            try:
+                found = self[ref]
+            except IndexError:
+                if default is _MISSING:
+                    raise
+                return default
+            self.take(found.keys() if isinstance(found, Pile) else [found.id])
+            return found
+        try:
+            ident = to_uuid(ref)
+        except (TypeError, ValueError):
+            if default is _MISSING:
+                raise
+            return default
         if ident.int not in self._items:
             if default is _MISSING:
                 raise KeyError(f"{ident} is not in the pile")
@@ -326,7 +345,7 @@ class Pile(Element, Generic[T]):
 
     def remove(self, ref: Any) -> None:
         """Remove one item (or the item with this id); KeyError when absent. A position is a TypeError:
-        `pop(pile[index])` removes by position."""
+        `pop(index)` removes by position."""
         if isinstance(ref, (int, slice)):
             raise TypeError("Pile.remove takes an item or an id, not a position")
         self.pop(ref)

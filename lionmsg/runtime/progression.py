@@ -118,6 +118,8 @@ class OrderedIds:
         try:
             return to_uuid(ref).int in self._slot_of
         except (TypeError, ValueError):
+            if isinstance(ref, (list, tuple)):  # every one of them, as LionAGI reads it (none: True)
+                return all(member in self for member in ref)
             return False
 
     @overload
