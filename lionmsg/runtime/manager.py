@@ -26,7 +26,15 @@ from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, loads_json, wri
 if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.10 CI run
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["INVALID_PROGRESSION", "HistoryEvent", "HistoryListener", "MessageManager", "misplaced_system"]
+__all__ = [
+    "INVALID_PROGRESSION",
+    "HistoryEvent",
+    "HistoryListener",
+    "MessageManager",
+    "misplaced_system",
+    "misplaced_system_text",
+    "refuse_misplaced_system",
+]
 
 INVALID_PROGRESSION = "One or more messages in the requested progression are invalid."
 
