@@ -529,6 +529,24 @@ def test_get_takes_positions_and_slices_as_lionagi_does() -> None:
     assert list(sliced) == [a, b]
 
 
+def test_an_integer_of_another_type_is_a_position_everywhere_a_pile_takes_one() -> None:
+    a, b, c = Instruction(), Node(), AssistantResponse()
+    pile: Pile[Any] = Pile([a, b, c])
+    assert pile[_Count(1)] is b
+    assert pile[_Count(-1)] is c
+    assert pile.get(_Count(0)) is a
+    assert pile.get(_Count(7), "dflt") == "dflt"
+    before = snapshot(pile)
+    with pytest.raises(IndexError, match=r"^progression index 7 out of range for 3 ids$"):
+        pile[_Count(7)]
+    with pytest.raises(TypeError, match=r"^Pile.remove takes an item or an id, not a position$"):
+        pile.remove(_Count(0))
+    assert snapshot(pile) == before
+    assert pile.pop(_Count(0)) is a
+    pile.insert(_Count(1), a)
+    assert list(pile) == [b, a, c]
+
+
 def test_getitem_by_uuid_string_element_and_position() -> None:
     a, b, c = Instruction(), Node(), AssistantResponse()
     pile: Pile[Any] = Pile([a, b, c])

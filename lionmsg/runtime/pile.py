@@ -128,7 +128,7 @@ class Pile(Element, Generic[T]):
     def get(self, ref: Any, default: Any = None) -> T | Any:
         """`pile[ref]`, or `default` where that raises: an id (or its text, or an element) not held, a
         position out of range, or something that names no item. A slice is a new pile, as `pile[...]`."""
-        if isinstance(ref, (int, slice)) and not isinstance(ref, bool):  # positions, as LionAGI's get takes
+        if _is_position(ref):  # positions, as LionAGI's get takes
             try:
                 return self[ref]
             except IndexError:
@@ -151,7 +151,7 @@ class Pile(Element, Generic[T]):
                 return found
         if isinstance(key, slice):
             return self._like([self._items[ident.int] for ident in self._progression._ids[key]])
-        if isinstance(key, int) and not isinstance(key, bool):
+        if _is_position(key):  # the progression reads an `__index__` object (a numpy int) as its int
             return self._items[self._progression[key].int]
         ident = to_uuid(key)
         try:
@@ -312,7 +312,7 @@ class Pile(Element, Generic[T]):
         by position, or a slice (a new pile of the items taken). Without a default, an absent id is a
         KeyError, a position out of range an IndexError and a value that names no item what `pile[...]`
         raises; with one, each of those returns it. Nothing changes unless an item is returned."""
-        if isinstance(ref, (int, slice)) and not isinstance(ref, bool):
+        if _is_position(ref):
             try:
                 found = self[ref]
             except IndexError:
@@ -346,7 +346,7 @@ class Pile(Element, Generic[T]):
     def remove(self, ref: Any) -> None:
         """Remove one item (or the item with this id); KeyError when absent. A position is a TypeError:
         `pop(index)` removes by position."""
-        if isinstance(ref, (int, slice)):
+        if _is_position(ref) or isinstance(ref, bool):
             raise TypeError("Pile.remove takes an item or an id, not a position")
         self.pop(ref)
 
@@ -484,3 +484,11 @@ def _item_types(item_type: Any) -> frozenset[type[Element]]:
     if not chosen or not all(isinstance(kind, type) and issubclass(kind, Element) for kind in chosen):
         raise TypeError(f"item_type must be an element class or an iterable of them, got {item_type!r}")
     return chosen
+
+
+def _is_position(ref: Any) -> bool:
+    """Whether `ref` names items by position: a slice, an int or an object with `__index__` (a numpy
+    integer), never a bool (True would silently mean 1). UUIDs, their text and elements have none."""
+    if isinstance(ref, (int, slice)):
+        return not isinstance(ref, bool)
+    return hasattr(type(ref), "__index__")
