@@ -746,6 +746,56 @@ def test_changes_behind_the_managers_back_are_caught_up(store: SQLiteStore, path
     assert_same_history(store.load("b"), manager)
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        # One message out, another in: the count and the system stay.
+        lambda manager: (manager.messages.pop(1), manager.messages.include(Instruction())),
+        lambda manager: manager.messages.replace(manager.messages[1], Instruction()),
+        # The same messages in another order.
+        lambda manager: manager.progression.insert(1, manager.progression.pop(-1)),
+        lambda manager: manager.messages.insert(1, manager.messages.pop(-1)),
+    ],
+    ids=["one-out-one-in", "replaced-by-another-id", "reordered-through-the-progression", "reordered-through-the-pile"],
+)
+def test_a_change_behind_the_managers_back_that_keeps_count_and_system_is_caught_up_by_the_next_write(
+    store: SQLiteStore, path: Path, change: Any
+) -> None:
+    manager = MessageManager(system=system())
+    store.attach(manager, "b")
+    for text in ("one", "two", "three"):
+        manager.add_message(instruction=text)
+    change(manager)
+    manager.add_message(assistant_response="next")
+    assert_same_history(store.load("b"), manager)
+
+
+def test_a_pile_put_in_the_managers_place_is_written_whole_by_the_next_write(store: SQLiteStore) -> None:
+    manager = MessageManager()
+    store.attach(manager, "b")
+    manager.add_message(instruction="one")
+    # As many messages as before, and a change count that could be anything: the pile itself is compared.
+    manager.messages = MessageManager(messages=[Instruction()]).messages
+    manager.add_message(instruction="two")
+    assert_same_history(store.load("b"), manager)
+
+
+def test_a_message_replaced_in_the_pile_under_its_own_id_is_written_with_it_or_by_sync(
+    store: SQLiteStore, path: Path
+) -> None:
+    manager = MessageManager()
+    attachment = store.attach(manager, "b")
+    one = manager.add_message(instruction="one")
+    manager.add_message(instruction="two")
+    edited = Message.from_dict(one.to_dict())
+    edited.content.instruction = "edited"
+    manager.messages.update(edited)  # like content edited in place: not a change of which messages there are
+    manager.add_message(instruction="three")
+    assert "edited" not in rows(path, "b")[0][2]
+    attachment.sync()
+    assert_same_history(store.load("b"), manager)
+
+
 def test_ordinary_writes_never_rewrite_the_branch(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
     rewrites: list[str] = []
     original = SQLiteStore._rewrite
@@ -767,6 +817,28 @@ def test_ordinary_writes_never_rewrite_the_branch(store: SQLiteStore, monkeypatc
     manager.add_message(system="third")
     manager.clear_messages()
     manager.add_message(assistant_response="y")
+
+    def answer(message: Message) -> None:  # an observer after the store adds from inside its call
+        if isinstance(message, Instruction):
+            manager.add_message(assistant_response="seen")
+
+    async def suspend(message: Message) -> None:
+        await asyncio.sleep(0)
+
+    async def answer_later(message: Message) -> None:
+        await asyncio.sleep(0)
+        if isinstance(message, Instruction):
+            await manager.a_add_message(assistant_response="seen")
+
+    manager.on_message_added.append(answer)
+    manager.add_message(instruction="z")
+    manager.on_message_added[-1] = answer_later
+
+    async def many() -> None:
+        await asyncio.gather(*(manager.a_add_message(instruction=f"m{i}") for i in range(10)))
+
+    asyncio.run(many())
+    assert len(manager) == 2 + 2 * 11  # the system, "y", then each instruction and its answer
     assert rewrites == ["b"]
 
 

@@ -19,7 +19,7 @@ from lionmsg.generated.messages import (
 )
 from lionmsg.runtime.callbacks import MessageCallback, run_async_callbacks, run_sync_callbacks, sync_preflight
 from lionmsg.runtime.factories import AddMessageArguments, build_common, build_message, create_action_response
-from lionmsg.runtime.pile import Pile
+from lionmsg.runtime.pile import Pile, changes_made
 from lionmsg.runtime.progression import Progression
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, loads_json, write_json
 
@@ -91,6 +91,9 @@ class MessageManager:
         self.messages = pile
         self.on_message_added: list[MessageCallback] = observers
         self.on_history_changed: list[HistoryListener] = []
+        # `changes_made(messages)` as the latest change made through the manager began; None until a
+        # store asks for it (`_track_changes`), so that untracked histories pay nothing per change.
+        self._latest_change_began: tuple[int, int] | None = None
         if systems:
             self.set_system(systems[0])
         if system is not None:
@@ -120,6 +123,8 @@ class MessageManager:
         the current one (which leaves the history), the current one is updated in place."""
         if not isinstance(system, System):
             raise ValueError("System message must be a System instance.")
+        if self._latest_change_began is not None:
+            self._latest_change_began = changes_made(self.messages)
         self._install_system(system)
         self._history_changed("system")
 
@@ -138,6 +143,8 @@ class MessageManager:
 
     def clear_messages(self) -> None:
         """Empty the history, keeping only the system message (at index 0)."""
+        if self._latest_change_began is not None:
+            self._latest_change_began = changes_made(self.messages)
         system = self.system
         self.messages.clear()
         if system is not None:
@@ -215,6 +222,8 @@ class MessageManager:
     def _commit(self, arguments: dict[str, Any]) -> tuple[Message, BaseException | None]:
         """Build, add or replace the message; with it, what the history listeners raised when it is a
         system message (raised by the caller after the observers ran), else None."""
+        if self._latest_change_began is not None:
+            self._latest_change_began = changes_made(self.messages)
         direct = build_common(arguments)  # the usual calls: no kind to resolve
         if direct is not None:
             self.messages.update(direct)  # a revised instruction keeps its index
@@ -227,6 +236,22 @@ class MessageManager:
         return message, None
 
     create_action_response = staticmethod(create_action_response)
+
+    # -- changes behind the manager's back (for stores) -------------------------------------------
+
+    def _track_changes(self) -> None:
+        """Start noting where each change made through the manager begins (see `_nothing_else_since`)."""
+        if self._latest_change_began is None:
+            self._latest_change_began = changes_made(self.messages)
+
+    def _nothing_else_since(self, pile: Pile[Message], seen: tuple[int, int]) -> bool:
+        """Whether `pile` is still the history and, since `changes_made` marked it `seen`, changed only
+        through the latest change made through the manager, or not at all. False means its messages or
+        their order were changed through the pile or its progression directly (or the pile replaced):
+        a store that wrote the history as of `seen` must rewrite it. Needs `_track_changes` first."""
+        if pile is not self.messages:
+            return False
+        return seen == self._latest_change_began or seen == changes_made(pile)
 
     # -- views -------------------------------------------------------------------------------------
 

@@ -486,6 +486,16 @@ def _item_types(item_type: Any) -> frozenset[type[Element]]:
     return chosen
 
 
+def changes_made(pile: Pile[Any]) -> tuple[int, int]:
+    """A mark of the changes the pile's membership and order have seen, whether made through the pile or
+    its progression: two marks taken from one pile are equal only if nothing changed between them (the
+    count of changes other than appends, which only grows, and the length, which appends grow). An
+    item replaced under its own id is not a change here: like content edited in place, it changes what
+    a message says, not which messages there are."""
+    ids = pile._progression._ids
+    return ids._changes, len(ids._slot_of)
+
+
 def _is_position(ref: Any) -> bool:
     """Whether `ref` names items by position: a slice, an int or an object with `__index__` (a numpy
     integer), never a bool (True would silently mean 1). UUIDs, their text and elements have none."""

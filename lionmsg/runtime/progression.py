@@ -76,9 +76,14 @@ class OrderedIds:
 
     The index is keyed by each id's 128-bit integer, which identifies it exactly as the UUID does
     (UUIDs compare and hash by it): hashing an int is native, `UUID.__hash__` is a Python call.
+
+    `_changes` grows with every change but an append at the end (code that edits the slots directly
+    must bump it too, unless it appends): with the length it tells whether anything changed since it was
+    last read, at no cost on the hot path, where appends are counted by the length alone (see
+    `pile.changes_made`, which a store uses to see changes made behind a manager's back).
     """
 
-    __slots__ = ("_gaps", "_head", "_slot_of", "_slots")
+    __slots__ = ("_changes", "_gaps", "_head", "_slot_of", "_slots")
 
     def __init__(self, ids: Iterable[UUID] = ()) -> None:
         self._slots: list[UUID | None] = list(ids)
@@ -89,6 +94,7 @@ class OrderedIds:
                 raise ValueError("a progression holds each id once: the order has duplicates")
         self._head = 0  # first used slot; slots before it are head room
         self._gaps: list[int] = []  # sorted slots emptied by removals
+        self._changes = 0
 
     @classmethod
     def of_one(cls, ident: UUID) -> OrderedIds:
@@ -99,6 +105,7 @@ class OrderedIds:
         ids._slot_of = {ident.int: 0}
         ids._head = 0
         ids._gaps = []
+        ids._changes = 0
         return ids
 
     # -- reading -----------------------------------------------------------------------------------
@@ -179,6 +186,7 @@ class OrderedIds:
         elif index == 0:
             self._prepend(ident)
         else:
+            self._changes += 1
             self._compact()
             slot = self._head + index
             self._slots.insert(slot, ident)
@@ -197,6 +205,7 @@ class OrderedIds:
             raise ValueError(f"{old_id} is not in the progression")
         self._slots[slot] = new_id
         self._slot_of[new_id.int] = slot
+        self._changes += 1
 
     def exclude(self, refs: Any) -> bool:
         """Remove the ids present; True when any was removed."""
@@ -212,8 +221,10 @@ class OrderedIds:
                 self._head = slot + 1
             else:
                 self._empty(slot)
-        if removed and not self._slot_of:
-            self.clear()
+        if removed:
+            self._changes += 1
+            if not self._slot_of:
+                self.clear()
         return removed
 
     def remove(self, ref: Any) -> None:
@@ -235,6 +246,7 @@ class OrderedIds:
 
     def clear(self) -> None:
         self._slots, self._slot_of, self._head, self._gaps = [], {}, 0, []
+        self._changes += 1
 
     # -- storage -----------------------------------------------------------------------------------
 
@@ -257,6 +269,7 @@ class OrderedIds:
         self._head -= 1
         self._slots[self._head] = ident
         self._slot_of[ident.int] = self._head
+        self._changes += 1
 
     def _empty(self, slot: int) -> None:
         self._slots[slot] = _EMPTY

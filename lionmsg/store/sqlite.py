@@ -15,12 +15,15 @@ it), then keeps it so:
   (the manager's `on_history_changed`).
 
 Every write is one transaction (`BEGIN IMMEDIATE` ... `COMMIT`), so a killed process leaves each write
-whole or absent. After each write the branch's row count and system id are compared with the manager
-(O(1): the count is kept by triggers); a difference, a position already taken, or an earlier write
-that failed makes the store rewrite the whole branch from the manager in the same transaction. That
-covers changes made to the Pile directly, behind the manager's back, as far as they change the count;
-`Attachment.sync()` rewrites on demand. Content mutated in place without re-adding the message is not
-seen until the message is written again.
+whole or absent. After each write the store checks, in O(1), that nothing but the change it is writing
+happened since its last write: the pile's change mark (`changes_made`: it moves with every message
+added or removed and every change of order, through the pile or its progression) against the manager's
+note of where its latest change began, then the branch's row count (kept by triggers) and system id against the
+manager's. A difference, a position already taken, or an earlier write that failed makes the store
+rewrite the whole branch from the manager in the same transaction, so changes made to the Pile or its
+Progression directly, behind the manager's back, are caught up by the next write; `Attachment.sync()`
+rewrites on demand. Content mutated in place (or a message replaced in the pile under its own id)
+without re-adding the message is not seen until the message is written again.
 
 Durability: `synchronous=NORMAL` by default. In WAL mode a commit is in the operating system's hands
 when `add_message` returns, so it survives the process being killed (SIGKILL included); only an OS crash
@@ -53,6 +56,7 @@ from uuid import UUID
 from lionmsg.generated.messages import ActionRequest, ActionResponse, Message, System
 from lionmsg.runtime.branch import Branch
 from lionmsg.runtime.manager import MessageManager, misplaced_system, misplaced_system_text
+from lionmsg.runtime.pile import Pile, changes_made
 from lionmsg.runtime.wire import loads_json
 from lionmsg.store.errors import (
     CorruptRecordError,
@@ -87,6 +91,8 @@ class Attachment:
         self.branch_id = branch_id
         self._unwatch: Callable[[], None] = _nothing
         self._stale = False  # a write failed: the next write rewrites the branch
+        # The manager's pile and its `changes_made` mark as of the last write (None before the first).
+        self._written: tuple[Pile[Message], tuple[int, int]] | None = None
 
     @property
     def attached(self) -> bool:
@@ -103,7 +109,7 @@ class Attachment:
         StoreError once detached: the branch id may hold another history by then."""
         if not self.attached:
             raise StoreError(f"store {self.store.path!r}: branch {self.branch_id!r} is detached: nothing to sync")
-        self.store._write(self, "the history", lambda connection: self.store._rewrite(connection, self))
+        self.store._write(self, "the history", None)
 
     def detach(self) -> None:
         """Stop persisting this history (what is stored stays). Idempotent."""
@@ -199,6 +205,7 @@ class SQLiteStore:
                         f"store {self.path!r}: this history is already attached as branch {other.branch_id!r}"
                     )
             attachment = Attachment(self, manager, key)
+            manager._track_changes()
             self._attachments[key] = attachment
             manager.on_message_added.insert(0, attachment)
             attachment._unwatch = watch_history(manager, attachment._history_changed)
@@ -269,15 +276,16 @@ class SQLiteStore:
 
         self._write(attachment, "the system message" if event == "system" else "the cleared history", write)
 
-    def _write(self, attachment: Attachment, what: str, write: Callable[[sqlite3.Connection], None]) -> None:
+    def _write(self, attachment: Attachment, what: str, write: Callable[[sqlite3.Connection], None] | None) -> None:
         """One transaction: `write`, then the check against the manager (and the rewrite it may call
-        for). Any failure rolls it back and marks the attachment stale; SQLite's errors are raised as
-        StoreError, a record that cannot be written as UnwritableRecordError (see _record)."""
+        for); a rewrite of the whole branch when `write` is None. Any failure rolls it back and marks
+        the attachment stale; SQLite's errors are raised as StoreError, a record that cannot be written
+        as UnwritableRecordError (see _record)."""
         try:
             with self._transaction("BEGIN IMMEDIATE") as connection:
                 if not attachment.attached:  # detached meanwhile (another thread): what is stored stays
                     return
-                if attachment._stale:
+                if attachment._stale or write is None:
                     self._rewrite(connection, attachment)
                 else:
                     try:
@@ -295,6 +303,8 @@ class SQLiteStore:
             attachment._stale = True
             raise
         attachment._stale = False
+        pile = attachment.manager.messages
+        attachment._written = (pile, changes_made(pile))
 
     def _record(self, attachment: Attachment, message: Message) -> str:
         try:
@@ -304,6 +314,10 @@ class SQLiteStore:
 
     def _keep_in_line(self, connection: sqlite3.Connection, attachment: Attachment) -> None:
         manager = attachment.manager
+        written = attachment._written
+        if written is None or not manager._nothing_else_since(*written):
+            self._rewrite(connection, attachment)
+            return
         stored = connection.execute(
             "SELECT message_count, system_id FROM branches WHERE branch_id = ?", (attachment.branch_id,)
         ).fetchone()
