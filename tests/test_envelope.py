@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import threading
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID, uuid4
@@ -28,6 +30,7 @@ from lionmsg import (
     SystemContent,
 )
 from lionmsg.runtime import fastpath
+from lionmsg.runtime.wire import UNWRITABLE_DEPTH
 from tests.conftest import fields_of
 
 TYPED = [
@@ -467,6 +470,43 @@ def test_typed_content_deeper_than_deepcopy_reaches_is_cloned_and_copied() -> No
         assert copied.content.prompt_context[0] is not nested
         copied.content.response_format["a"] = 2
         assert source.content.response_format == {"a": 1}
+
+
+_LOCK = threading.Lock()
+
+
+@pytest.mark.parametrize(
+    ("source", "held"),
+    [
+        (Instruction(content={"instruction": "q", "context": [_LOCK]}), lambda m: m.content.prompt_context[0]),
+        (ActionResponse(content={"function": "f", "output": {"held": _LOCK}}), lambda m: m.content.output["held"]),
+        (Message(content={"lock": _LOCK}), lambda m: m.content["lock"]),
+        (Instruction(content={"instruction": "q"}, metadata={"lock": _LOCK}), lambda m: m.metadata["lock"]),
+    ],
+    ids=["instruction-context", "action-output", "generic-content", "metadata"],
+)
+def test_a_value_deepcopy_cannot_copy_is_shared_by_a_clone_as_construction_kept_it(source: Message, held: Any) -> None:
+    assert held(source) is _LOCK  # kept as given when built
+    clone = source.clone()
+    assert held(clone) is _LOCK
+    assert clone.metadata["clone_from"] == str(source.id)
+    assert "clone_from" not in source.metadata
+
+
+@pytest.mark.parametrize("place", ["typed-content", "generic-content", "metadata"])
+def test_a_clone_nested_deeper_than_records_are_written_is_the_record_writers_value_error(place: str) -> None:
+    nested: Any = "leaf"
+    for _ in range(3000):
+        nested = {"k": nested}
+    source = {
+        "typed-content": Instruction(content={"instruction": "q", "context": [nested]}),
+        "generic-content": Message(content={"a": nested}),
+        "metadata": Message(content={"a": 1}, metadata={"b": nested}),
+    }[place]
+    with pytest.raises(ValueError, match=f"^{re.escape(UNWRITABLE_DEPTH)}$"):
+        source.to_dict()
+    with pytest.raises(ValueError, match=f"^{re.escape(UNWRITABLE_DEPTH)}$"):
+        source.clone()
 
 
 # -- D6: compatibility labels ---------------------------------------------------------------------

@@ -10,11 +10,13 @@ import re
 import sys
 import threading
 import typing
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 from uuid import uuid4
 
 import pytest
+from pydantic import ValidationError
 
 from lionmsg import (
     ActionRequest,
@@ -510,6 +512,49 @@ def test_falsy_kind_values_do_not_select_a_kind() -> None:
     assert type(message) is AssistantResponse
 
 
+@pytest.mark.parametrize("function", ["", 0, False, [], {}])
+def test_a_falsy_action_function_is_not_given_as_lionagi_reads_it(function: Any) -> None:
+    manager = MessageManager()
+    alone = manager.add_message(action_function=function)
+    assert type(alone) is Instruction  # LionAGI's empty instruction, not a nameless tool call
+    assert alone.to_dict()["content"] == {}
+    beside = manager.add_message(instruction="hi", action_function=function)
+    assert (type(beside), beside.content.instruction) == (Instruction, "hi")
+    assert manager.action_requests.is_empty()
+
+
+def _bad_address_cases(request: ActionRequest) -> list[dict[str, Any]]:
+    return [
+        {"instruction": "x"},
+        {"assistant_response": "r"},
+        {"assistant_response": {"content": "c"}},  # a provider payload
+        {"system": "S"},
+        {"action_function": "f"},
+        {"action_request": request, "action_output": 1},
+    ]
+
+
+@pytest.mark.parametrize("address", ["sender", "recipient"])
+def test_a_bad_address_is_the_same_plain_value_error_for_every_kind_and_changes_nothing(address: str) -> None:
+    manager = MessageManager()
+    request = manager.add_message(action_function="f")
+    before = snapshot(manager)
+    for arguments in _bad_address_cases(request):
+        with pytest.raises(ValueError, match=r"^Invalid sender or recipient$") as raised:
+            manager.add_message(**arguments, **{address: 5})
+        assert not isinstance(raised.value, ValidationError), arguments
+        assert snapshot(manager) == before
+    assert request.content.action_response_id is None
+
+
+def test_a_bad_function_is_the_contents_own_value_error_not_pydantics() -> None:
+    manager = MessageManager()
+    with pytest.raises(ValueError, match=r"^Function must be a string or callable$") as raised:
+        manager.add_message(action_function=5)
+    assert not isinstance(raised.value, ValidationError)
+    assert len(manager) == 0
+
+
 @pytest.mark.parametrize("output", [0, "", [], {}, False])
 def test_a_falsy_action_output_still_makes_a_response(output: Any) -> None:
     manager = MessageManager()
@@ -639,6 +684,14 @@ def test_metadata_for_a_message_whose_extra_is_not_a_dict_is_refused_and_nothing
         manager.add_message(instruction=message, guidance="new", metadata={"k": 1})
     assert snapshot(manager) == before
     assert message.content.guidance is None
+
+
+def test_metadata_merges_into_an_extra_that_is_a_dict_subclass() -> None:
+    manager = MessageManager()
+    message = manager.add_message(instruction="hi")
+    message.metadata["extra"] = OrderedDict(a=1)
+    manager.add_message(instruction=message, guidance="new", metadata={"k": 1})
+    assert message.metadata["extra"] == {"a": 1, "k": 1}
 
 
 def _history_with_every_updatable_kind() -> tuple[MessageManager, dict[str, Message]]:
@@ -933,9 +986,14 @@ def test_a_tools_output_and_a_constructors_content_changed_later_stay_as_recorde
 def test_a_context_value_deepcopy_cannot_copy_is_kept_as_given() -> None:
     lock = threading.Lock()  # no deepcopy: the context is kept as given rather than refused
     manager = MessageManager()
-    for context in ([{"lock": lock}], {"lock": lock}):
+    for context in ([{"lock": lock, "rows": [1]}], {"lock": lock, "rows": [1]}):
         message = manager.add_message(instruction="x", context=context)
         assert message.content.prompt_context[0]["lock"] is lock
+        # only the lock is shared: the lists and dicts around it are the message's own
+        held = context[0] if isinstance(context, list) else context
+        assert message.content.prompt_context[0] is not held
+        held["rows"].append(2)
+        assert message.content.prompt_context[0]["rows"] == [1]
 
 
 @pytest.mark.parametrize("road", ["direct", "general"])

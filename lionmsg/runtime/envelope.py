@@ -18,13 +18,12 @@ from pydantic import computed_field, field_serializer, model_validator
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
 from lionmsg.runtime.concepts import Sendable
-from lionmsg.runtime.content.base import MessageContent
+from lionmsg.runtime.content.base import MessageContent, copy_value
 from lionmsg.runtime.element import Node, record_error
 from lionmsg.runtime.fastpath import (
     ENVELOPE_CLASSES,
     ENVELOPE_FIELDS,
     MISSING,
-    deep_copy,
     dump_address,
     json_copy,
     load_envelope,
@@ -165,9 +164,9 @@ class MessageBehaviour(Node, Sendable):
     def clone(self) -> Self:
         """The same class and content under a new identity; `metadata["clone_from"]` names the source.
         Content and metadata are deep copies (a list plain JSON holds twice is copied twice)."""
-        # deep_copy: plain JSON as deep as a record can be (deepcopy recurses twice per level)
-        content = self.content.copy() if isinstance(self.content, MessageContent) else deep_copy(self.content)
-        metadata = deep_copy(self.metadata)
+        # copy_value: plain JSON as deep as a record can be (deepcopy recurses twice per level)
+        content = self.content.copy() if isinstance(self.content, MessageContent) else copy_value(self.content)
+        metadata = copy_value(self.metadata)
         metadata["clone_from"] = str(self.id)
         # A subclass's own fields (or a generated class's the fast roads do not know) are cloned too.
         extra = {} if type(self) in ENVELOPE_CLASSES else self._fields_beyond_the_envelope()

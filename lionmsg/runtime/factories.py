@@ -17,7 +17,13 @@ from typing import Any, TypedDict
 
 from pydantic import BaseModel
 
-from lionmsg.generated.content import AssistantResponseContent, InstructionContent
+from lionmsg.generated.content import (
+    ActionRequestContent,
+    ActionResponseContent,
+    AssistantResponseContent,
+    InstructionContent,
+    SystemContent,
+)
 from lionmsg.generated.messages import (
     ActionRequest,
     ActionResponse,
@@ -114,7 +120,7 @@ def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metada
 
 def _check_extra(existing: Any) -> None:
     extra = existing.metadata.get("extra") if isinstance(existing, Message) else None
-    if extra is not None and type(extra) is not dict:
+    if extra is not None and not isinstance(extra, dict):
         raise TypeError(
             f"metadata is merged into the message's metadata['extra'], which is a {type(extra).__name__}, not a dict"
         )
@@ -229,15 +235,15 @@ def create_action_response(
         changes = {} if action_output is None else {"output": action_output}
         action_response.update(**routing, **changes)
         return action_response
-    response = ActionResponse(
-        content={
+    content = ActionResponseContent.from_dict(
+        {
             "function": action_request.function,
-            "arguments": action_request.arguments,  # the content copies what it is given
+            "arguments": action_request.arguments,  # from_dict copies what it is given
             "output": action_output,
             "action_request_id": str(action_request.id),
-        },
-        **routing,
+        }
     )
+    response: ActionResponse = assemble(ActionResponse, content, **routing)
     action_request.update(action_response_id=str(response.id))
     return response
 
@@ -262,7 +268,7 @@ def _kind(arguments: dict[str, Any]) -> str:
             return _SOLE_SELECTORS[name]
     get = arguments.get
     responding = get("action_output") is not None or bool(get("action_response"))
-    requesting = bool(get("action_request")) or get("action_function") is not None
+    requesting = bool(get("action_request")) or bool(get("action_function"))
     chosen = None
     for kind, selected in (
         ("instruction", get("instruction")),
@@ -297,7 +303,9 @@ def _system(given: dict[str, Any], routing: dict[str, Any]) -> Message:
         return system
     if not isinstance(system, str):
         raise ValueError(f"system must be a System or a string, got {type(system).__name__}")
-    return System(content={"system_message": system, **changes}, **routing)
+    # The content and routing checked here, not inside pydantic's validation: their own ValueErrors
+    # (as on every other road), not a ValidationError wrapping them.
+    return assemble(System, SystemContent.from_dict({"system_message": system, **changes}), **routing)  # type: ignore[no-any-return]
 
 
 def _assistant_response(given: dict[str, Any], routing: dict[str, Any]) -> Message:
@@ -327,7 +335,7 @@ def _action_request(given: dict[str, Any], routing: dict[str, Any]) -> Message:
             raise ValueError(f"action_request must be an ActionRequest, got {type(existing).__name__}")
         existing.update(**routing, **changes)
         return existing
-    return ActionRequest(content=changes, **routing)
+    return assemble(ActionRequest, ActionRequestContent.from_dict(changes), **routing)  # type: ignore[no-any-return]
 
 
 def _action_response(given: dict[str, Any], routing: dict[str, Any]) -> Message:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from lionmsg.runtime.addressing import normalize_address
 from lionmsg.runtime.content.assistant_response import parse_provider_response
 from lionmsg.runtime.content.base import owned_copy
 
@@ -41,7 +42,12 @@ class AssistantResponseKind:
         copied, as every input the history keeps: the caller's later changes do not rewrite it."""
         text, raw = parse_provider_response(response)
         raw = owned_copy(raw)
-        routing = {key: value for key, value in (("sender", sender), ("recipient", recipient)) if value is not None}
+        # Normalised here: a bad address is normalize_address's own ValueError, not a ValidationError.
+        routing = {
+            key: normalize_address(value)
+            for key, value in (("sender", sender), ("recipient", recipient))
+            if value is not None
+        }
         return cls(content={"assistant_response": text}, metadata={"model_response": raw}, **routing)
 
 

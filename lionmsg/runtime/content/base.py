@@ -8,11 +8,12 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lionmsg.runtime.fastpath import deep_copy
+from lionmsg.runtime.wire import UNWRITABLE_DEPTH
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["MessageContent", "owned_copy", "shallow_copy"]
+__all__ = ["MessageContent", "copy_value", "owned_copy", "shallow_copy"]
 
 
 class MessageContent:
@@ -112,15 +113,17 @@ class MessageContent:
         return blank._with_plain_changes(values)
 
     def copy(self) -> Self:
-        """A deep copy (classes referenced by a field, such as a response model, are shared)."""
+        """A deep copy (classes referenced by a field, such as a response model, are shared). A value
+        deepcopy cannot copy (a lock) is shared, as construction keeps it as given; one nested deeper
+        than records are written is the record writers' ValueError."""
         try:
             return copy.deepcopy(self)
-        except RecursionError:  # deeper than deepcopy reaches (two frames per level) but not than records go
+        except Exception:  # deeper than deepcopy reaches (two frames per level), or a value it cannot copy
             duplicate = copy.copy(self)  # the same class and every slot, derived state included
             for name in _public_fields(type(self)):
                 # one frame per level for plain JSON; derived state that held the old values is rebuilt
                 # on use, since it is kept with the values it was built from (InstructionContent._structure)
-                object.__setattr__(duplicate, name, deep_copy(getattr(self, name)))
+                object.__setattr__(duplicate, name, copy_value(getattr(self, name)))
             return duplicate
 
 
@@ -141,13 +144,53 @@ def _public_fields(cls: type[MessageContent]) -> tuple[str, ...]:
 def owned_copy(value: Any) -> Any:
     """A caller's input value deep-copied: content keeps its own lists and dicts, so a caller that goes
     on changing its `context` dict or a tool's output never rewrites a recorded message. A value that
-    deepcopy cannot copy (a lock, a live connection) is kept as given, as before."""
+    deepcopy cannot copy (a lock, a live connection) is kept as given, inside copies of the lists and
+    dicts around it; one nested too deep to copy is kept as given whole."""
     if type(value) is str:
         return value
     try:
         return deep_copy(value)
-    except Exception:  # uncopyable: sharing it is all that can be done (it is no JSON either)
+    except RecursionError:
         return value
+    except Exception:
+        try:
+            return _copy_around_uncopyable(value)
+        except RecursionError:
+            return value
+
+
+def copy_value(value: Any) -> Any:
+    """`deep_copy(value)` for copies of a message (`clone`, `MessageContent.copy`): a value deepcopy
+    cannot copy is shared, inside copies of the lists and dicts around it (construction kept it as
+    given); one nested too deep is the ValueError of the record writers, which could not write it."""
+    try:
+        try:
+            return deep_copy(value)
+        except RecursionError:
+            raise
+        except Exception:
+            return _copy_around_uncopyable(value)
+    except RecursionError:
+        raise ValueError(UNWRITABLE_DEPTH) from None
+
+
+def _copy_around_uncopyable(value: Any) -> Any:
+    """A list or dict that holds something deepcopy cannot copy, copied with that something shared, so
+    the copy's containers are still its own; anything else that deepcopy refused, shared as it is."""
+    if type(value) is dict:
+        return {key: _copy_part(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_copy_part(item) for item in value]
+    return value
+
+
+def _copy_part(value: Any) -> Any:
+    try:
+        return deep_copy(value)
+    except RecursionError:
+        raise
+    except Exception:  # rebuilt around the uncopyable part (only on this rare road: quadratic in depth)
+        return _copy_around_uncopyable(value)
 
 
 def _owned(values: Mapping[str, Any]) -> dict[str, Any]:
