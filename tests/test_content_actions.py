@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from lionmsg import ActionRequest, ActionRequestContent, ActionResponse, ActionResponseContent, Message
 from tests.conftest import fields_of
@@ -71,6 +71,8 @@ FUZZY = [
     ("{'t': (1, 2)}", {"t": [1, 2]}),
     (b'{"raw": "bytes"}', {"raw": "bytes"}),
     (None, {}),
+    ("", {}),  # what providers send for a tool without arguments
+    ("{1: 'one'}", {"1": "one"}),
 ]
 
 
@@ -89,7 +91,7 @@ def test_model_arguments_become_their_dump() -> None:
     assert ActionRequestContent.from_dict({"arguments": Query(q="x")}).arguments == {"q": "x", "n": 3}
 
 
-@pytest.mark.parametrize("bad", ["not json", "", "[1, 2]", "5", 5, [1, 2], "{'a': }", "__import__('os').system('x')"])
+@pytest.mark.parametrize("bad", ["not json", "[1, 2]", "5", 5, [1, 2], "{'a': }", "__import__('os').system('x')"])
 def test_unconvertible_arguments_are_a_value_error(bad: Any) -> None:
     with pytest.raises(ValueError, match="Arguments must be a dictionary"):
         ActionRequestContent.from_dict({"function": "f", "arguments": bad})
@@ -168,8 +170,32 @@ def test_error_round_trips() -> None:
     assert Message.from_dict(ActionResponse(content={"function": "f"}).to_dict()).success is True
 
 
+def test_response_arguments_given_as_none_are_no_arguments_as_for_a_request() -> None:
+    for content in (
+        ActionResponseContent.from_dict({"function": "f", "arguments": None, "output": 1}),
+        ActionResponse(content={"function": "f", "arguments": None, "output": 1}).content,
+    ):
+        assert content.arguments == {}
+        assert content.rendered == "Function: f\nOutput: 1"  # LionAGI's text
+    record = ActionResponse(content={"function": "f", "output": 1}).to_dict()
+    record["content"]["arguments"] = None
+    with pytest.raises(ValidationError, match=r"ActionResponseContent\.arguments must be an object"):
+        Message.from_dict(record)  # a record is strict: its schema says an object
+
+
 def test_response_rendering() -> None:
     response = ActionResponse(content={"function": "f", "arguments": {"a": 1}, "output": {"r": [1, 2]}})
     assert response.rendered == "Function: f\nArguments:\n  a: 1\nOutput:\n  r:\n  - 1\n  - 2"
     failed = ActionResponse(content={"function": "f", "error": "timeout"})
     assert failed.rendered == "Function: f\nError: timeout"
+
+
+def test_request_arguments_as_deep_as_a_record_holds_are_built_updated_and_written() -> None:
+    nested: Any = "leaf"
+    for _ in range(900):  # past what copy.deepcopy reaches (two frames per level); records hold it
+        nested = [nested]
+    request = ActionRequest(content={"function": "f", "arguments": {"a": nested}})
+    loaded = Message.from_json(request.to_json())
+    loaded.update(function="g")
+    assert (loaded.content.function, loaded.content.arguments) == ("g", {"a": nested})
+    assert loaded.content.arguments["a"] is not nested

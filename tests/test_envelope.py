@@ -311,6 +311,17 @@ def test_typed_content_dict_with_unknown_field_is_rejected() -> None:
         Instruction(content={"instruction": "x", "bogus": 1})
 
 
+def test_unknown_content_keys_of_mixed_types_are_named_not_a_type_error() -> None:
+    content = {1: "a", "b": 2}
+    with pytest.raises(ValidationError, match=r"InstructionContent has no field\(s\) 'b', 1 "):
+        Instruction(content=content)
+    record = {"id": str(uuid4()), "created_at": 1.0, "content": content}
+    with pytest.raises(ValidationError, match=r"InstructionContent has no field 'b' \(and 1\)") as raised:
+        Instruction.from_dict(record)
+    assert raised.value.errors()[0]["loc"] == ("content", "b")
+    assert content == {1: "a", "b": 2}
+
+
 # -- rendering ------------------------------------------------------------------------------------
 
 

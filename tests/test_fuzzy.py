@@ -158,13 +158,28 @@ def test_none_is_empty() -> None:
     assert fuzzy_dict(None) == {}
 
 
+@pytest.mark.parametrize("blank", ["", "   \n\t", b"", b"\xef\xbb\xbf"])
+def test_blank_text_is_no_arguments_as_providers_send_it_and_lionagi_reads_it(blank: str | bytes) -> None:
+    assert fuzzy_dict(blank) == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("{1: 2}", {"1": 2}),
+        ("{1.5: 'a', b: 3}", {"1.5": "a", "b": 3}),
+        ("{'x': [1, 2], 3: {-4: (5,)}}", {"x": [1, 2], "3": {"-4": [5]}}),
+    ],
+)
+def test_a_number_key_of_a_python_dict_is_its_text_as_lionagi_reads_it(text: str, parsed: dict[str, Any]) -> None:
+    assert fuzzy_dict(text) == parsed
+
+
 @pytest.mark.parametrize(
     "value",
     [
         # Text without an object.
         "not json",
-        "",
-        "   \n\t",
         "[1, 2]",
         '[{"a": 1}]',
         "5",
@@ -181,7 +196,6 @@ def test_none_is_empty() -> None:
         '{"a": 1,, "b": 2}',
         "{'a': 1},",
         "{'a' 'b': 1}",
-        "{1: 2}",
         "{1, 2}",
         "{'a': '\\N{NO SUCH NAME}'}",
         "{'a': 0x1F}",

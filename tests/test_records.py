@@ -8,6 +8,7 @@ import copy
 import json
 import math
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 from uuid import uuid4
@@ -172,6 +173,32 @@ def test_non_finite_floats_are_refused_by_json_writers_and_kept_in_python_mode(
     else:  # python mode keeps the value through a branch
         again = Branch.model_validate(branch.model_dump())
         assert repr(again.messages[message.id].model_dump()) == repr(before)
+
+
+@pytest.mark.parametrize(
+    ("entry", "shown"),
+    [
+        (True, "True"),
+        ("x", "'x'"),
+        (None, "None"),
+        ([1.0], r"\[1\.0\]"),
+        (10**400, "an integer beyond the range of a double"),
+    ],
+)
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # python mode: pydantic's dump warns, keeps it
+def test_an_embedding_entry_no_record_can_hold_is_refused_by_every_json_writer(entry: Any, shown: str) -> None:
+    message = Instruction(content={"instruction": "Q?"}, embedding=[0.5])
+    assert message.embedding is not None
+    message.embedding.append(entry)  # changed in place: checked when set, not when changed
+    expected = rf"^cannot write {shown} in the embedding of Instruction {message.id} \(at index 1\): "
+    expected += "an embedding holds numbers$"
+    writers = [message.to_dict, message.to_json, message.model_dump_json, Pile(collections=[message]).to_json]
+    writers += [MessageManager(messages=[message]).to_dict, Branch(messages=[message]).to_json]
+    for write in writers:
+        with pytest.raises(ValueError, match=expected):
+            write()
+    assert message.embedding == [0.5, entry]
+    assert message.to_dict(mode="python")["embedding"][1] == entry  # python mode keeps values as they are
 
 
 def _cyclic() -> list[Any]:
@@ -548,6 +575,19 @@ def test_from_json_reads_strict_json_only(number: str) -> None:
     text = '{"id": "00000000-0000-4000-8000-000000000000", "created_at": 1, "content": {"x": ' + number + "}}"
     with pytest.raises(ValueError, match=r"^not a JSON document: "):
         Message.from_json(text)
+
+
+@pytest.mark.parametrize("number", [10**4300, -(10**9000) + 7, 3**20000], ids=["10^4300", "-10^9000+7", "3^20000"])
+def test_an_integer_past_the_interpreters_digit_limit_is_written_and_read_exactly(number: int) -> None:
+    message = Message(content={"n": number, "deep": [{"n": number}]})
+    text = message.to_json()
+    assert fields_of(Message.from_json(text)) == fields_of(message)
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)  # the smallest limit a program may set
+    try:
+        assert Message.from_json(text).content == {"n": number, "deep": [{"n": number}]}
+    finally:
+        sys.set_int_max_str_digits(limit)
 
 
 # -- pydantic's own road: model_validate(model_dump()) -------------------------------------------

@@ -6,6 +6,7 @@ through a registry of classes defined in this process (never by importing a modu
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import time
@@ -30,7 +31,7 @@ from lionmsg.runtime.wire import CANONICAL_UUID, UNWRITABLE_DEPTH, check_finite,
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["Element", "Node", "element_class", "parts_later", "record_error"]
+__all__ = ["Element", "Node", "check_embedding", "element_class", "parts_later", "record_error"]
 
 _PARTS_LATER_KEY = "lionmsg_parts_later"
 _PARTS_LATER: dict[str, Any] = {_PARTS_LATER_KEY: True}  # the serialization context that says so
@@ -268,3 +269,29 @@ class Node(Element):
                 if type(number) is int:
                     _within_a_double(number)
         return value
+
+    def _unchecked_record(self, mode: str) -> dict[str, Any]:
+        if mode == "json" and self.embedding is not None:
+            check_embedding(self, self.embedding)
+        return super()._unchecked_record(mode)
+
+
+def check_embedding(owner: Element, embedding: list[Any]) -> bool:
+    """Whether an embedding holds finite floats only; a ValueError naming the entry when it holds
+    something no record can (a bool, a string, an integer beyond a double): changed in place since it
+    was checked, where pydantic's dump would write it into the record or fail with a TypeError. A NaN
+    or an infinity is left to the JSON writers' check, which names where it sits in the whole record."""
+    if set(map(type, embedding)) <= {float}:  # the usual case, in C
+        return all(map(math.isfinite, embedding))
+    finite = True
+    for index, number in enumerate(embedding):
+        kind = type(number)
+        if kind is float:
+            finite = finite and math.isfinite(number)
+        elif kind is not int or not -_DOUBLE_MAX <= number <= _DOUBLE_MAX:
+            shown = "an integer beyond the range of a double" if kind is int else repr(number)
+            raise ValueError(
+                f"cannot write {shown} in the embedding of {type(owner).__name__} {owner.id} (at index {index}): "
+                "an embedding holds numbers"
+            )
+    return finite

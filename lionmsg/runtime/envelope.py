@@ -9,7 +9,6 @@ supplies what is not data shape: role fixing, routing predicates, rendering, cha
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
@@ -19,7 +18,7 @@ from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
 from lionmsg.runtime.concepts import Sendable
 from lionmsg.runtime.content.base import MessageContent, copy_value
-from lionmsg.runtime.element import Node, record_error
+from lionmsg.runtime.element import Node, check_embedding, record_error
 from lionmsg.runtime.fastpath import (
     ENVELOPE_CLASSES,
     ENVELOPE_FIELDS,
@@ -37,7 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MessageBehaviour", "coerce_content"]
 
-_isfinite = math.isfinite
 
 C = TypeVar("C", bound=MessageContent)
 
@@ -209,9 +207,13 @@ class MessageBehaviour(Node, Sendable):
     def _plain_record(self) -> dict[str, Any] | None:
         """`model_dump(mode="json")`, built directly when every value is plain JSON data already (and the
         class is a generated one: see `fastpath.ENVELOPE_CLASSES`)."""
+        values = self.__dict__
+        embedding = values["embedding"]
+        # Changed in place since checked, perhaps: both roads need it checked (pydantic's names a NaN).
+        if embedding is not None and not check_embedding(self, embedding):
+            return None
         if type(self) not in ENVELOPE_CLASSES:
             return None
-        values = self.__dict__
         content = values["content"]
         body = content._json_record() if isinstance(content, MessageContent) else json_copy(content)
         metadata = values["metadata"]
@@ -219,9 +221,6 @@ class MessageBehaviour(Node, Sendable):
         if body is MISSING or metadata is MISSING:
             return None
         metadata["lion_class"] = type(self).__name__
-        embedding = values["embedding"]
-        if embedding is not None and not all(map(_isfinite, embedding)):  # changed in place since checked
-            return None  # pydantic's road names the value and refuses it
         return {
             "id": uuid_text(values["id"]),
             "created_at": values["created_at"],

@@ -5,7 +5,8 @@ LLMs emit tool-call arguments as almost-JSON. `fuzzy_dict` accepts:
 - a `Mapping` -> a shallow `dict` copy, keys as they are (the record's schema validates them);
 - a pydantic model instance -> `model_dump()`;
 - `None` -> `{}`;
-- `str`, `bytes` or `bytearray` (UTF-8, an optional BOM skipped) -> the JSON object the text holds.
+- `str`, `bytes` or `bytearray` (UTF-8, an optional BOM skipped) -> the JSON object the text holds; empty
+  (or blank) text -> `{}`, as providers send it for a tool that takes no arguments.
 
 Everything else, and text that holds no object, raises `ValueError("Arguments must be a dictionary: <reason>")`.
 
@@ -17,9 +18,10 @@ with three backticks), so prose around a fence is ignored:
 2. the lenient grammar: JSON plus single-quoted strings with Python escapes (`'it\\'s'`, `'\\x41'`; a
    double-quoted string takes them too where JSON rejects its escapes),
    `True`/`False`/`None`, parentheses as arrays (Python tuples), trailing commas at any depth, and
-   identifier keys (`{a: 1, b_2: "x"}`; an identifier before `:` is always a key, so `{null: 1}` is
-   `{"null": 1}`). Raw newlines and tabs inside strings are kept. It is rewritten token by token into
-   strict JSON and parsed again, so nothing is ever evaluated.
+   identifier and number keys (`{a: 1, b_2: "x", 3: 4}`; an identifier or number before `:` is always a
+   key, its text as written, so `{null: 1}` is `{"null": 1}` and `{1: 2}` is `{"1": 2}`, as LionAGI).
+   Raw newlines and tabs inside strings are kept. It is rewritten token by token into strict JSON and
+   parsed again, so nothing is ever evaluated.
 
 The value must be an object; non-finite numbers (`NaN`, `Infinity`, `1e999`) are rejected as JSON cannot carry
 them. Text longer than `MAX_TEXT_LENGTH` is rejected unread, and nesting too deep for the parser is
@@ -30,7 +32,6 @@ Where this departs from LionAGI 0.36.0 (`ln.fuzzy.to_dict(..., fuzzy_parse=True)
 - Lists, sets, other iterables and arbitrary objects are rejected; LionAGI keys a list by index, a set by
   its values, reads `__dict__`, dataclasses, `to_dict()`/`json()` methods, and unwraps a top-level JSON
   array to its first element.
-- `""` is rejected; LionAGI returns `{}`.
 - Missing closing brackets are not invented (LionAGI appends them): truncated text is rejected.
 - Quotes are converted per string token, with no fallback to a blanket `'` -> `"` replacement as in
   LionAGI, so apostrophes inside strings survive and each string's escapes follow its own quoting.
@@ -115,7 +116,7 @@ def _check_length(text: str | bytes | bytearray) -> None:
 def _parse_text(text: str) -> dict[str, Any]:
     _check_length(text)
     if not text.strip():
-        raise ValueError(f"{_MESSAGE}: empty text")
+        return {}
     reason = ""
     # The last failure is reported: when the text has fences, what their bodies hold is what matters.
     for candidate in _candidates(text):
@@ -183,6 +184,8 @@ def _to_strict_json(text: str) -> str:
             out.append(json.dumps(_decode_string(token)))
         elif kind == "name":
             out.append(_rewrite_name(token, text, match.start(), pos))
+        elif kind == "number" and _COLON_AHEAD.match(text, pos):  # a Python dict's number key: its text
+            out.append(json.dumps(token))
         else:
             out.append(_BRACKETS.get(token, token))
     if pending_comma:

@@ -21,6 +21,7 @@ __all__ = [
     "check_mode",
     "loads_json",
     "matches",
+    "sorted_names",
     "write_json",
 ]
 
@@ -56,9 +57,19 @@ class RecordFieldError(ValueError):
 
     @classmethod
     def unknown(cls, owner: str, names: Iterable[str], record: Any) -> RecordFieldError:
-        first, *rest = sorted(names)
+        first, *rest = sorted_names(names)
         others = f" (and {', '.join(map(repr, rest))})" if rest else ""
         return cls(first, f"{owner} has no field {first!r}{others}", record)
+
+
+def sorted_names(names: Iterable[Any]) -> list[Any]:
+    """Field names in order for an error message; keys of mixed types (`{1: "a", "b": 2}`) by their
+    repr, since they do not compare."""
+    listed = list(names)
+    try:
+        return sorted(listed)
+    except TypeError:
+        return sorted(listed, key=repr)
 
 
 def loads_json(text: str | bytes) -> Any:
@@ -75,7 +86,14 @@ def loads_json(text: str | bytes) -> Any:
     if isinstance(text, str) and text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     try:
-        return _STRICT_DECODER.decode(text)
+        try:
+            return _STRICT_DECODER.decode(text)
+        except ValueError as error:
+            # int() refuses literals past sys.get_int_max_str_digits() (4300 by default): read them
+            # exactly, as records write them, with the decoder that converts them in pieces.
+            if "integer string conversion" not in str(error):
+                raise
+            return _LONG_INT_DECODER.decode(text)
     except RecursionError:  # the C scanner recurses per level: too deep a document is bad input too
         raise ValueError("arrays and objects nested too deeply to read") from None
 
@@ -137,5 +155,20 @@ def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+def _exact_int(text: str) -> int:
+    """`int(text)` for a JSON integer literal of any length: a long one is converted half by half, so
+    no single conversion passes the interpreter's digit limit (a guard against slow conversions, which
+    this keeps: the halves make it O(n log n) multiplications)."""
+    digits = text.lstrip("-")
+    if len(digits) <= _DIGITS_PER_PIECE:
+        return int(text)
+    split = len(digits) // 2
+    value: int = _exact_int(digits[:-split]) * 10**split + _exact_int(digits[-split:])
+    return -value if text.startswith("-") else value
+
+
+_DIGITS_PER_PIECE = 640  # the smallest limit sys.set_int_max_str_digits takes (the default is 4300)
+
 # One decoder for every call: json.loads with hooks builds a new decoder (and scanner) each time.
 _STRICT_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_not_json)
+_LONG_INT_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_not_json, parse_int=_exact_int)

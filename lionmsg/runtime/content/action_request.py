@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any
 
-from lionmsg.runtime.content.base import MessageContent
+from lionmsg.runtime.content.base import MessageContent, owned_copy
 from lionmsg.runtime.content.ids import record_id
 from lionmsg.runtime.fuzzy import fuzzy_dict
 from lionmsg.runtime.render.minimal_yaml import minimal_yaml
@@ -38,9 +37,10 @@ class ActionRequestBehaviour(MessageContent):
 
     @classmethod
     def _from_input(cls, data: dict[str, Any]) -> Self:
-        # The request owns its arguments: later changes to the caller's objects must not leak in.
+        # The request owns its arguments: later changes to the caller's objects must not leak in (and an
+        # update's new content shares none of the old one's).
         if "arguments" in data:
-            data["arguments"] = copy.deepcopy(data["arguments"])
+            data["arguments"] = owned_copy(data["arguments"])
         return cls(**data)
 
     def _normalize(self) -> None:

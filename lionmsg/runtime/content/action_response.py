@@ -25,6 +25,8 @@ class ActionResponseBehaviour(MessageContent):
         __slots__ = ()
 
     def _normalize(self) -> None:
+        if self.arguments is None:  # None is "no arguments", as for a request (and LionAGI)
+            self.arguments = {}
         self.action_request_id = record_id(self.action_request_id)
 
     @property

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lionmsg.runtime.fastpath import deep_copy
-from lionmsg.runtime.wire import UNWRITABLE_DEPTH
+from lionmsg.runtime.wire import UNWRITABLE_DEPTH, sorted_names
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -80,7 +80,7 @@ class MessageContent:
     def _check_input_names(cls, names: Iterable[str]) -> None:
         unknown = set(names) - cls.input_names()
         if unknown:
-            raise ValueError(f"{cls.__name__} has no field(s) {', '.join(map(repr, sorted(unknown)))}")
+            raise ValueError(f"{cls.__name__} has no field(s) {', '.join(map(repr, sorted_names(unknown)))}")
 
     @classmethod
     def _from_input(cls, data: dict[str, Any]) -> Self:
