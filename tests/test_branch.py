@@ -238,3 +238,55 @@ def test_re_setting_the_system_puts_it_first_in_the_view(how: str) -> None:
     else:
         branch.msgs.add_message(system=system, system_datetime="2025-01-01T00:00")
     assert list(branch.progression) == [system.id, one.id]
+
+
+# -- malformed records: a ValidationError naming the field, the caller's record unchanged ------------
+
+
+def test_a_branch_record_item_whose_lion_class_is_no_string_is_a_validation_error() -> None:
+    record = _branch().to_dict()
+    record["messages"]["collections"][1]["metadata"]["lion_class"] = 1
+    before = json.loads(json.dumps(record))
+    with pytest.raises(ValidationError, match="lion_class must be a string") as raised:
+        Branch.from_dict(record)
+    assert raised.type is ValidationError
+    assert raised.value.errors()[0]["loc"] == ("metadata", "lion_class")
+    assert record == before
+
+
+def test_a_branch_record_naming_its_system_in_upper_case_loads() -> None:
+    branch = _branch()
+    record = branch.to_dict()
+    record["system"] = record["system"].upper()
+    before = json.loads(json.dumps(record))
+    loaded = Branch.from_dict(record)
+    assert record == before
+    assert loaded.to_dict() == branch.to_dict()
+    assert Branch.model_validate(record).to_dict() == branch.to_dict()
+
+
+@pytest.mark.parametrize("view", [1, True, "recent", 2.5, ["not an id"], [1], "an id twice"])
+def test_a_branch_record_whose_view_the_branch_could_not_write_is_a_validation_error(view: Any) -> None:
+    branch = _branch()
+    record = branch.to_dict()
+    if view == "an id twice":
+        view = [str(branch.messages[1].id)] * 2
+    record["metadata"]["current_progression"] = view
+    before = json.loads(json.dumps(record))
+    with pytest.raises(ValidationError, match="current_progression") as raised:
+        Branch.from_dict(record)
+    assert raised.type is ValidationError
+    assert raised.value.errors()[0]["loc"] == ("metadata", "current_progression")
+    assert record == before
+
+
+def test_a_branch_record_whose_view_is_null_ids_or_a_progression_still_loads() -> None:
+    branch = _branch()
+    chosen = [str(branch.messages[1].id), str(branch.messages[2].id)]
+    record = branch.to_dict()
+    for view in (None, chosen, Progression(order=chosen, name="recent").to_dict()):
+        record["metadata"]["current_progression"] = view
+        loaded = Branch.from_dict(record)
+        expected = list(branch.progression) if view is None else [branch.messages[1].id, branch.messages[2].id]
+        assert list(loaded.progression) == expected
+        loaded.to_dict()  # and it writes back

@@ -847,3 +847,110 @@ def test_a_flow_given_to_the_constructor_is_named_by_its_owner_id_so_its_record_
     for name in (str(owner), str(owner).upper()):  # the schema's pattern takes A-F too
         exchange = Exchange(flows=[Flow(name=name)])
         assert Exchange.from_dict(exchange.to_dict()).owner_ids == [owner]
+
+
+# -- malformed records: a ValidationError naming the field, the caller's record unchanged ------------
+
+
+def _mail_between_two() -> tuple[Exchange, UUID, UUID]:
+    exchange = Exchange()
+    a, b = uuid4(), uuid4()
+    exchange.register(a)
+    exchange.register(b)
+    exchange.send(a, b, "one")
+    exchange.send(a, b, "two")
+    exchange.send(a, None, "to all")
+    asyncio.run(exchange.collect_all())
+    exchange.send(b, a, "queued")
+    return exchange, a, b
+
+
+@pytest.mark.parametrize("name", [["x"], {"x": 1}, 5])
+def test_a_progression_name_that_is_no_string_is_a_validation_error(name: Any) -> None:
+    exchange, _, b = _mail_between_two()
+    flow_record = exchange.get(b).to_dict()  # type: ignore[union-attr]
+    flow_record["progressions"][1]["name"] = name
+    before = copy.deepcopy(flow_record)
+    with pytest.raises(ValidationError, match="a progression's name is a string") as raised:
+        Flow.from_dict(flow_record)
+    assert raised.type is ValidationError
+    assert raised.value.errors()[0]["loc"] == ("progressions", 1, "name")
+    assert flow_record == before
+    record = exchange.to_dict()
+    record["flows"][1]["progressions"][0]["name"] = name
+    before = copy.deepcopy(record)
+    with pytest.raises(ValidationError, match="a progression's name is a string") as raised:
+        Exchange.from_dict(record)
+    assert raised.type is ValidationError
+    assert raised.value.errors()[0]["loc"] == ("progressions", 0, "name")
+    assert record == before
+
+
+def test_an_exchange_record_item_whose_lion_class_is_no_string_is_a_validation_error() -> None:
+    exchange, _, _ = _mail_between_two()
+    record = exchange.to_dict()
+    record["flows"][1]["items"]["collections"][0]["metadata"]["lion_class"] = 1
+    before = copy.deepcopy(record)
+    with pytest.raises(ValidationError, match="lion_class must be a string") as raised:
+        Exchange.from_dict(record)
+    assert raised.type is ValidationError
+    assert raised.value.errors()[0]["loc"] == ("metadata", "lion_class")
+    assert record == before
+
+
+def _upper_case_ids(value: Any) -> Any:
+    """The record with every UUID in it spelled in upper case (the schema's pattern allows A-F)."""
+    import re
+
+    if isinstance(value, dict):
+        return {key: _upper_case_ids(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_upper_case_ids(item) for item in value]
+    if isinstance(value, str):
+        return re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", lambda m: m[0].upper(), value)
+    return value
+
+
+def test_an_exchange_record_with_upper_case_ids_loads_with_every_inbox_reachable() -> None:
+    exchange, a, b = _mail_between_two()
+    record = exchange.to_dict()
+    shouting = _upper_case_ids(record)
+    assert f"inbox_{str(a).upper()}" in str(shouting)
+    assert str(a) not in str(shouting)
+    before = copy.deepcopy(shouting)
+    for loaded in (Exchange.from_dict(shouting), Exchange.model_validate(copy.deepcopy(shouting))):
+        assert shouting == before
+        assert loaded.to_dict() == record  # canonical: owners, flow names and inbox names in lower case
+        assert [m.content for m in loaded.receive(b, a)] == ["one", "two", "to all"]
+        assert [m.content for m in loaded.receive(b, str(a).upper())] == ["one", "two", "to all"]
+        popped = loaded.pop_message(b, a)
+        assert popped is not None
+        assert popped.content == "one"
+        loaded.send(a, b, "three")
+        asyncio.run(loaded.collect_all())
+        assert [name for name, _ in loaded.get(b).inboxes()] == [f"inbox_{a}"]  # type: ignore[union-attr]
+        assert [m.content for m in loaded.receive(b, a)] == ["two", "to all", "three"]
+        assert [m.content for m in loaded.receive(a, b)] == ["queued"]
+
+
+def test_a_record_naming_one_owner_or_inbox_twice_in_two_spellings_is_a_validation_error() -> None:
+    exchange, a, b = _mail_between_two()
+    record = exchange.to_dict()
+    twin = copy.deepcopy(record["flows"][0])
+    twin["name"] = twin["name"].upper()
+    record["flows"].append(twin)
+    before = copy.deepcopy(record)
+    with pytest.raises(ValidationError, match=f"two flows belong to owner {a}") as raised:
+        Exchange.from_dict(record)
+    assert raised.type is ValidationError
+    assert raised.value.errors()[0]["loc"] == ("flows", 2, "name")
+    assert record == before
+    flow_record = exchange.get(b).to_dict()  # type: ignore[union-attr]
+    empty = Progression(name=f"inbox_{str(a).upper()}").to_dict()
+    flow_record["progressions"].append(empty)
+    before = copy.deepcopy(flow_record)
+    with pytest.raises(ValidationError, match=f"two progressions are named 'inbox_{a}'") as raised:
+        Flow.from_dict(flow_record)
+    assert raised.type is ValidationError
+    assert raised.value.errors()[0]["loc"] == ("progressions", 2, "name")
+    assert flow_record == before

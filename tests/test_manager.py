@@ -1030,3 +1030,65 @@ def test_a_falsy_kind_argument_is_not_given_and_update_clears_a_field() -> None:
     system.update(system_datetime=None)
     assert system.rendered == "S"
     assert [m.id for m in manager] == [system.id, question.id]
+
+
+# -- malformed records: a ValidationError naming the field, the caller's record unchanged ------------
+
+
+def test_a_manager_record_item_whose_lion_class_is_no_string_is_a_validation_error() -> None:
+    record = _mixed().to_dict()
+    record["messages"]["collections"][2]["metadata"]["lion_class"] = 1
+    before = copy.deepcopy(record)
+    with pytest.raises(ValidationError, match="lion_class must be a string") as raised:
+        MessageManager.from_dict(record)
+    assert raised.type is ValidationError
+    assert raised.value.errors()[0]["loc"] == ("metadata", "lion_class")
+    assert record == before
+
+
+def test_a_manager_record_naming_its_system_in_upper_case_loads() -> None:
+    manager = _mixed()
+    record = manager.to_dict()
+    record["system"] = record["system"].upper()
+    before = copy.deepcopy(record)
+    assert MessageManager.from_dict(record).to_dict() == manager.to_dict()
+    assert record == before
+    for system in (record["system"].replace("-", ""), "{" + record["system"] + "}", 1, None):  # not its id
+        with pytest.raises(ValueError, match=r"^the record names system .*, its messages hold '") as raised:
+            MessageManager.from_dict({**record, "system": system})
+        assert raised.type is ValueError
+    no_system = MessageManager(messages=[Instruction()]).to_dict()
+    with pytest.raises(ValueError, match=r"^the record names system .*, its messages hold None$"):
+        MessageManager.from_dict({**no_system, "system": record["system"]})
+
+
+def test_a_manager_record_with_an_unknown_key_is_a_validation_error(tmp_path: Any) -> None:
+    import json
+
+    from lionmsg.store import SnapshotError, load_snapshot, save_snapshot
+
+    manager = _mixed()
+    record = {**manager.to_dict(), "zzz": 1, "note": None}
+    before = copy.deepcopy(record)
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted") as raised:
+        MessageManager.from_dict(record)
+    assert raised.type is ValidationError
+    assert raised.value.title == "MessageManager"
+    assert [(e["type"], e["loc"]) for e in raised.value.errors()] == [
+        ("extra_forbidden", ("zzz",)),
+        ("extra_forbidden", ("note",)),
+    ]
+    assert record == before
+    with pytest.raises(ValidationError, match="extra_forbidden"):
+        MessageManager.from_json(json.dumps(record))
+    # As for a Branch record's unknown key, a snapshot holding one is a SnapshotError.
+    path = tmp_path / "manager.json"
+    save_snapshot(manager, path)
+    document = json.loads(path.read_text())
+    document["data"]["zzz"] = 1
+    path.write_text(json.dumps(document))
+    with pytest.raises(SnapshotError, match="Extra inputs are not permitted"):
+        load_snapshot(path)
+    branch_record = {**Branch(msgs=_mixed()).to_dict(), "zzz": 1}
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        Branch.from_dict(branch_record)

@@ -5,6 +5,7 @@ reading and changing method, records, and the async lock."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Callable
 from typing import Any, Union
@@ -834,8 +835,13 @@ def test_record_with_an_item_outside_the_constraint() -> None:
 def test_strict_record_with_a_subclass_item() -> None:
     record = Pile([Message(), Instruction()], item_type={Message}).to_dict()
     record["strict_type"] = True
-    with pytest.raises(TypeError, match=r"^this pile accepts Message; got Instruction$"):
+    before = copy.deepcopy(record)
+    with pytest.raises(
+        ValidationError, match=r"this pile accepts exactly Message \(strict_type\); got Instruction"
+    ) as raised:
         Pile.from_dict(record)
+    assert raised.value.errors()[0]["loc"] == ("collections", 1, "metadata", "lion_class")
+    assert record == before
 
 
 def test_record_with_mismatched_progression() -> None:
@@ -1020,3 +1026,71 @@ def test_lionagi_names_append_remove_is_empty_and_size() -> None:
         assert list(pile) == [b]
     pile.remove(b)
     assert pile.is_empty()
+
+
+# -- malformed records: a ValidationError naming the field, the caller's record unchanged ------------
+
+
+@pytest.mark.parametrize("named", [1, None, ["Instruction"], {"x": 1}])
+@pytest.mark.parametrize("item_type", [None, {Message}, {Instruction, System}])
+def test_an_item_record_whose_lion_class_is_no_string_is_a_validation_error(named: Any, item_type: Any) -> None:
+    record = Pile([Instruction()], item_type=item_type).to_dict()
+    record["collections"][0]["metadata"]["lion_class"] = named
+    before = json.loads(json.dumps(record))
+    with pytest.raises(ValidationError, match="lion_class must be a string") as raised:
+        Pile.from_dict(record)
+    assert raised.type is ValidationError
+    assert raised.value.errors()[0]["loc"] == ("metadata", "lion_class")
+    with pytest.raises(ValidationError, match="lion_class must be a string"):  # as the item's class says
+        Instruction.from_dict(record["collections"][0])
+    assert record == before
+
+
+def test_a_strict_record_with_an_item_of_a_class_it_does_not_list_is_a_validation_error() -> None:
+    record = Pile([Message(), Instruction()], item_type={Message}).to_dict()
+    record["strict_type"] = True
+    before = json.loads(json.dumps(record))
+    expected = r"this pile accepts exactly Message \(strict_type\); got Instruction"
+    with pytest.raises(ValidationError, match=expected) as raised:
+        Pile.from_dict(record)
+    assert raised.type is ValidationError
+    assert raised.value.errors()[0]["loc"] == ("collections", 1, "metadata", "lion_class")
+    assert record == before
+    record["collections"].pop()
+    record["progression"]["order"].pop()
+    assert Pile.from_dict(record).strict_type  # exactly the listed class: loads
+    loose = Pile([Message(), Instruction()]).to_dict()
+    loose["strict_type"] = True  # no item_type: every element is admitted
+    assert len(Pile.from_dict(loose)) == 2
+
+
+@pytest.mark.parametrize("strict", [1, 0, "true", None])
+def test_a_record_whose_strict_type_is_no_boolean_is_a_validation_error(strict: Any) -> None:
+    record = Pile([Message()], item_type={Message}).to_dict()
+    record["strict_type"] = strict
+    before = json.loads(json.dumps(record))
+    with pytest.raises(ValidationError, match="strict_type must be a boolean") as raised:
+        Pile.from_dict(record)
+    assert raised.type is ValidationError
+    assert raised.value.errors()[0]["loc"] == ("strict_type",)
+    assert record == before
+
+
+@pytest.mark.parametrize("collections", [{}, "", 0, False, "items", 5])
+def test_a_record_whose_collections_is_no_list_is_a_validation_error_even_when_falsy(collections: Any) -> None:
+    record = Pile().to_dict()
+    record["collections"] = collections
+    before = json.loads(json.dumps(record))
+    with pytest.raises(ValidationError, match="collections must be a list of records") as raised:
+        Pile.from_dict(record)
+    assert raised.type is ValidationError
+    assert raised.value.errors()[0]["loc"] == ("collections",)
+    assert record == before
+
+
+def test_a_record_whose_collections_is_null_or_absent_is_an_empty_pile() -> None:
+    record = Pile().to_dict()
+    record["collections"] = None
+    assert Pile.from_dict(record).is_empty()
+    del record["collections"]
+    assert Pile.from_dict(record).is_empty()

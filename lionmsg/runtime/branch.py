@@ -9,7 +9,7 @@ from pydantic import SerializerFunctionWrapHandler, model_serializer
 
 from lionmsg.generated.messages import Message, System
 from lionmsg.runtime.callbacks import MessageCallback
-from lionmsg.runtime.element import Element, parts_later
+from lionmsg.runtime.element import Element, parts_later, record_error
 from lionmsg.runtime.manager import MessageManager, refuse_misplaced_system
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression
@@ -163,10 +163,30 @@ class Branch(Element):
 
     @classmethod
     def _prepare_record(cls, record: dict[str, Any]) -> None:
+        _check_recorded_view(cls, record.get("metadata"))
         messages = record.pop("messages", None)
         system_id = record.pop("system", None)
         if messages is not None:
             record["msgs"] = MessageManager.from_dict({"messages": messages, "system": system_id})
+
+
+def _check_recorded_view(cls: type[Branch], metadata: Any) -> None:
+    """A ValidationError naming `metadata.current_progression` when a record's view is one the branch
+    could not write back (`_check_view`): neither null, a progression record (which loading checks) nor
+    a list of distinct ids."""
+    if not isinstance(metadata, Mapping) or CURRENT_PROGRESSION not in metadata:
+        return
+    view = metadata[CURRENT_PROGRESSION]
+    if view is None or isinstance(view, Mapping):
+        return
+    loc = ("metadata", CURRENT_PROGRESSION)
+    if not isinstance(view, list):
+        message = f"{CURRENT_PROGRESSION} must be a progression record, a list of ids or null"
+        raise record_error(cls, loc, message, view)
+    try:
+        Progression(order=view)
+    except (TypeError, ValueError) as error:  # not ids, or an id twice
+        raise record_error(cls, loc, f"{CURRENT_PROGRESSION} is no list of distinct ids: {error}", view) from None
 
 
 def _is_pile_record(messages: Any) -> bool:

@@ -327,11 +327,16 @@ class Exchange(Element):
         flows = record.get("flows", [])
         if not isinstance(flows, list) or not all(isinstance(flow, Mapping) for flow in flows):
             raise record_error(cls, ("flows",), "flows must be a list of flow records", flows)
+        owners: set[str] = set()
         for position, flow in enumerate(flows):
             name = flow.get("name")
             if type(name) is not str or not CANONICAL_UUID.fullmatch(name):
                 message = "a flow's name is its owner's UUID in canonical 8-4-4-4-12 form"
                 raise record_error(cls, ("flows", position, "name"), message, name)
+            owner = name.lower()  # the schema's pattern allows A-F: one owner, however the record spells it
+            if owner in owners:
+                raise record_error(cls, ("flows", position, "name"), f"two flows belong to owner {owner}", name)
+            owners.add(owner)
         record["flows"] = [Flow.from_dict(flow) for flow in flows]
         dropped = record.get("dropped", [])
         if not isinstance(dropped, list) or not all(_is_drop_record(item) for item in dropped):

@@ -17,6 +17,7 @@ from lionmsg.runtime.element import Element, parts_later, record_error
 from lionmsg.runtime.ids import uuid_from_int, uuid_text
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import OrderedIds, Progression, to_uuid
+from lionmsg.runtime.wire import CANONICAL_UUID
 
 __all__ = ["OUTBOX", "Flow", "inbox_name"]
 
@@ -179,7 +180,7 @@ class Flow(Element):
         named = {OUTBOX: Progression.empty(OUTBOX)}
         given_names: set[str] = set()
         for given in progressions or []:
-            progression = Progression.from_dict(given) if isinstance(given, Mapping) else given
+            progression = Progression.from_dict(_canonical_inbox(given)) if isinstance(given, Mapping) else given
             if not isinstance(progression, Progression):
                 raise TypeError(f"a flow's progressions are Progressions or records, not {type(progression).__name__}")
             if progression.name is None:
@@ -314,12 +315,33 @@ class Flow(Element):
         progressions = record.get("progressions", [])
         if not isinstance(progressions, list):
             raise record_error(cls, ("progressions",), "progressions must be a list of progression records", None)
-        names: set[Any] = set()
+        owner = record.get("name")
+        if type(owner) is str and CANONICAL_UUID.fullmatch(owner):  # an owner's UUID: kept in its canonical text
+            record["name"] = owner.lower()
+        names: set[str | None] = set()
+        canonical: list[Mapping[str, Any]] = []
         for index, given in enumerate(progressions):
             if not isinstance(given, Mapping):
                 raise record_error(cls, ("progressions", index), "each progression must be a record", given)
             name = given.get("name")
+            if name is not None and type(name) is not str:  # checked before `in`: a list is unhashable
+                raise record_error(cls, ("progressions", index, "name"), "a progression's name is a string", name)
+            given = _canonical_inbox(given)
+            name = given.get("name")
             if name in names:
                 raise record_error(cls, ("progressions", index, "name"), f"two progressions are named {name!r}", name)
             names.add(name)
-        record["progressions"] = [Progression.from_dict(p) for p in progressions]
+            canonical.append(given)
+        record["progressions"] = [Progression.from_dict(p) for p in canonical]
+
+
+def _canonical_inbox(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A progression record whose name is `inbox_<UUID>` with the UUID in upper or mixed case (the
+    schema's pattern allows A-F) as a copy named in the canonical lower case, which `inbox_name` gives
+    every spelling of that sender; any other record as it is (the caller's record is never changed)."""
+    name = record.get("name")
+    if type(name) is str and name.startswith("inbox_") and not name.islower():
+        sender = name[len("inbox_") :]
+        if CANONICAL_UUID.fullmatch(sender):
+            return {**record, "name": f"inbox_{sender.lower()}"}
+    return record

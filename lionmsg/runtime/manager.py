@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, NoReturn, cast
 
+from pydantic import ValidationError
+from pydantic_core import InitErrorDetails
 from typing_extensions import Unpack  # at run time too: typing.get_type_hints(add_message) needs it
 
 from lionmsg.generated.messages import (
@@ -19,6 +21,7 @@ from lionmsg.generated.messages import (
 )
 from lionmsg.runtime.callbacks import MessageCallback, run_async_callbacks, run_sync_callbacks, sync_preflight
 from lionmsg.runtime.factories import AddMessageArguments, build_common, build_message, create_action_response
+from lionmsg.runtime.ids import parse_canonical_uuid
 from lionmsg.runtime.pile import Pile, changes_made
 from lionmsg.runtime.progression import Progression
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, loads_json, write_json
@@ -347,18 +350,38 @@ class MessageManager:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MessageManager:
+        """The history a record holds: `messages` (a pile record) and `system` (the id of the system
+        message it holds, in any case the schema's UUID pattern allows, or null). A ValueError when it
+        is malformed: a pydantic ValidationError (a ValueError) for a malformed pile record or a key
+        other than those two (`extra_forbidden`, as the element records give), else a plain one."""
         if not isinstance(data, Mapping) or "messages" not in data:
             raise ValueError("a MessageManager record needs `messages` (a pile record)")
+        _refuse_unknown_keys(data)
         manager = cls(messages=data["messages"])
         system_id = data.get("system")
-        expected = None if manager.system is None else str(manager.system.id)
-        if system_id != expected:
+        system = manager.system
+        named = system_id is None if system is None else parse_canonical_uuid(system_id) == system.id
+        if not named:  # compared as UUIDs: the record may spell the id in upper case
+            expected = None if system is None else str(system.id)
             raise ValueError(f"the record names system {system_id!r}, its messages hold {expected!r}")
         return manager
 
     @classmethod
     def from_json(cls, text: str | bytes) -> MessageManager:
         return cls.from_dict(loads_json(text))
+
+
+_RECORD_KEYS = frozenset({"messages", "system"})
+
+
+def _refuse_unknown_keys(data: Mapping[str, Any]) -> None:
+    """A ValidationError (`extra_forbidden`, one error per key, as pydantic reports it for Branch, Pile
+    and the other records) when a manager record holds a key other than `messages` and `system`."""
+    errors: list[InitErrorDetails] = [
+        {"type": "extra_forbidden", "loc": (key,), "input": data[key]} for key in data if key not in _RECORD_KEYS
+    ]
+    if errors:
+        raise ValidationError.from_exception_data(MessageManager.__name__, errors)
 
 
 def misplaced_system(manager: MessageManager) -> tuple[int, System] | None:

@@ -403,13 +403,26 @@ class Pile(Element, Generic[T]):
                 raise record_error(cls, ("item_type",), f"unknown item class(es) {missing}", names)
             record["item_type"] = types
         base = Element if names is None else tuple(record["item_type"])
-        items = record.get("collections") or []
+        strict = record.get("strict_type", False)
+        if type(strict) is not bool:  # pydantic would read 1 or "yes" as True; a record holds a boolean
+            raise record_error(cls, ("strict_type",), "strict_type must be a boolean", strict)
+        items = record.get("collections")
+        if items is None:  # null or absent: no items (a falsy non-list, {} or 0, is no list of records)
+            items = []
         if not isinstance(items, list):
             raise record_error(cls, ("collections",), "collections must be a list of records", items)
         for index, item in enumerate(items):
             if not isinstance(item, Mapping):
                 raise record_error(cls, ("collections", index), "each item of collections must be a record", item)
-        record["collections"] = [_load_item(base, item) for item in items]
+        loaded = [_load_item(base, item) for item in items]
+        if strict and names is not None:  # each item exactly of a listed class, as the pile would require
+            for index, item in enumerate(loaded):
+                if type(item) not in record["item_type"]:
+                    accepted = ", ".join(sorted(names))
+                    message = f"this pile accepts exactly {accepted} (strict_type); got {type(item).__name__}"
+                    loc = ("collections", index, "metadata", "lion_class")
+                    raise record_error(cls, loc, message, item.class_name())
+        record["collections"] = loaded
         progression = record.get("progression")
         if isinstance(progression, Mapping):
             record["progression"] = Progression.from_dict(progression)
@@ -462,7 +475,10 @@ def _load_item(base: type[Element] | tuple[type[Element], ...], record: Any) -> 
     if not isinstance(record, Mapping):
         raise TypeError(f"a pile item record must be a mapping, got {type(record).__name__}")
     candidates = base if isinstance(base, tuple) else (base,)
-    named = record.get("metadata", {}).get("lion_class") if isinstance(record.get("metadata"), Mapping) else None
+    metadata = record.get("metadata")
+    named = metadata.get("lion_class") if isinstance(metadata, Mapping) else None
+    if named is not None and not isinstance(named, str):  # no class name: from_dict's ValidationError says so
+        return candidates[0].from_dict(record)
     for candidate in candidates:
         if named is None or element_class(candidate, named) is not None:
             return candidate.from_dict(record)
