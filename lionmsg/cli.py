@@ -1,20 +1,28 @@
 """The `lionmsg` command: print the schemas, validate records, generate records.
 
-    lionmsg schema [NAME] [--bundle | --list]
+    lionmsg schema [NAME | --bundle | --list]
     lionmsg validate FILE...            JSON (one record or an array) or JSON Lines; `-` reads stdin
     lionmsg fuzz --count N [--kind K] [--seed S]
     lionmsg show FILE [--branch ID] [--chat]   a SQLite store, a JSON snapshot, or JSON/JSON Lines records
 
+Standard input (`-`) holding exactly one JSON value (a record or an array, on one line or pretty-printed)
+is read as a `.json` file is; anything else as JSON Lines. `show -` reads records only: a SQLite store or
+a snapshot must be named as a file.
+
 Exit status: 0 when everything is valid, 1 when a record (or a JSON line) is invalid, 2 for a usage
-error, an unreadable file or a missing optional dependency. Bad input never produces a traceback.
+error, an unreadable file or a missing optional dependency. Bad input never produces a traceback: text
+the output cannot encode (a lone surrogate, a file name's undecodable bytes, any non-ASCII character
+on an ASCII terminal) is written as a backslash escape.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
+import contextlib
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -39,14 +47,14 @@ def _schema(args: argparse.Namespace, out: TextIO) -> int:
     if args.list:
         out.write("\n".join([*schema_names(), BUNDLE_NAME]) + "\n")
         return EXIT_OK
-    if args.bundle:
+    if args.bundle or args.name in (BUNDLE_NAME, BUNDLE_NAME.removesuffix(".json")):  # as --list names it
         out.write((schema_dir() / BUNDLE_NAME).read_text(encoding="utf-8"))
         return EXIT_OK
     try:
-        schema = load_schema(args.name)
+        schema = load_schema("record" if args.name is None else args.name)
     except KeyError as error:
         raise UsageError(error.args[0]) from None
-    out.write(json.dumps(schema, indent=2, ensure_ascii=False) + "\n")
+    out.write(json.dumps(schema, indent=2, ensure_ascii=_ascii_only(out)) + "\n")
     return EXIT_OK
 
 
@@ -62,34 +70,62 @@ class _Entry:
     syntax_error: str | None = None
 
 
-def _read(path: str, stdin: TextIO) -> str:
+def _read(path: str, stdin: TextIO | None) -> str:
+    if path == "-":
+        return _decode(path, _stdin_bytes(stdin))
     try:
-        if path != "-":
-            return Path(path).read_text(encoding="utf-8")
-        # The bytes, decoded here as a file is: the locale's text layer may be another encoding, or
-        # let undecodable bytes through as surrogates (C.UTF-8 does).
-        buffer = getattr(stdin, "buffer", None)
-        return stdin.read() if buffer is None else buffer.read().decode("utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
         raise UsageError(f"cannot read {path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     except OSError as error:
         raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
 
 
+def _stdin_bytes(stdin: TextIO | None) -> bytes:
+    if stdin is None:  # started with standard input closed (`<&-`): Python leaves sys.stdin None
+        raise UsageError("cannot read -: standard input is closed")
+    try:
+        # The bytes, decoded as a file's are: the locale's text layer may be another encoding, or let
+        # undecodable bytes through as surrogates (C.UTF-8 does).
+        buffer = getattr(stdin, "buffer", None)
+        return stdin.read().encode("utf-8", "surrogateescape") if buffer is None else bytes(buffer.read())
+    except OSError as error:
+        raise UsageError(f"cannot read -: {error.strerror or error}") from None
+    except ValueError as error:  # closed by the program that handed it over, or text no bytes spell
+        raise UsageError(f"cannot read -: {error}") from None
+
+
+def _decode(path: str, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UsageError(f"cannot read {path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+
+
+_NOT_ONE_VALUE: Any = object()
+
+
+def _one_value(text: str) -> Any:
+    """The JSON value `text` holds, or _NOT_ONE_VALUE (not JSON, several values, too deep to read)."""
+    try:
+        return loads_json(text)
+    except ValueError:
+        return _NOT_ONE_VALUE
+
+
 def _entries(path: str, text: str) -> Iterator[_Entry]:
-    """JSON Lines for `.jsonl`/`.ndjson`/stdin; otherwise one JSON document (a record or a list of them)."""
-    if path == "-" or path.endswith(_JSON_LINES_SUFFIXES):
-        # Lines end at "\n" only: str.splitlines() also breaks at U+2028, U+0085, \x1c..., which JSON
-        # strings may hold raw (and `fuzz` writes them so), cutting a record in two.
-        for number, line in enumerate(text.split("\n"), start=1):
-            if not line.strip():
-                continue
-            try:
-                yield _Entry(f"{path}:{number}", loads_json(line))
-            except json.JSONDecodeError as error:
-                yield _Entry(f"{path}:{number}", syntax_error=f"not valid JSON: {error.msg} (column {error.colno})")
-            except ValueError as error:
-                yield _Entry(f"{path}:{number}", syntax_error=f"not valid JSON: {error}")
+    """JSON Lines for `.jsonl`/`.ndjson`; otherwise one JSON document (a record or a list of them). Stdin
+    (`-`) is one document when the whole text is one JSON value, otherwise JSON Lines (a record on one
+    line reads the same either way)."""
+    if path == "-":
+        document = _one_value(text)
+        if document is _NOT_ONE_VALUE:
+            yield from _json_lines(path, text)
+        else:
+            yield from _document_entries(path, document)
+        return
+    if path.endswith(_JSON_LINES_SUFFIXES):
+        yield from _json_lines(path, text)
         return
     try:
         document = loads_json(text)
@@ -99,6 +135,24 @@ def _entries(path: str, text: str) -> Iterator[_Entry]:
     except ValueError as error:
         yield _Entry(path, syntax_error=f"not valid JSON: {error}")
         return
+    yield from _document_entries(path, document)
+
+
+def _json_lines(path: str, text: str) -> Iterator[_Entry]:
+    # Lines end at "\n" only: str.splitlines() also breaks at U+2028, U+0085, \x1c..., which JSON
+    # strings may hold raw (and `fuzz` writes them so), cutting a record in two.
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield _Entry(f"{path}:{number}", loads_json(line))
+        except json.JSONDecodeError as error:
+            yield _Entry(f"{path}:{number}", syntax_error=f"not valid JSON: {error.msg} (column {error.colno})")
+        except ValueError as error:
+            yield _Entry(f"{path}:{number}", syntax_error=f"not valid JSON: {error}")
+
+
+def _document_entries(path: str, document: Any) -> Iterator[_Entry]:
     if isinstance(document, list):
         for index, record in enumerate(document):
             yield _Entry(f"{path}[{index}]", record)
@@ -144,10 +198,12 @@ def _validate(args: argparse.Namespace, out: TextIO) -> int:
 
 def _id_of(record: Any) -> str:
     ident = record.get("id") if isinstance(record, dict) else None
-    if not isinstance(ident, str):
-        return ""
-    # As given, unless it would break the one-line report (a newline, a control character): then quoted.
-    return f" {ident}" if ident.isprintable() else f" {json.dumps(ident)}"
+    return f" {_quoted(ident)}" if isinstance(ident, str) else ""
+
+
+def _quoted(text: str) -> str:
+    """As given, unless it would break a one-line report (a newline, a control character): then quoted."""
+    return text if text.isprintable() else json.dumps(text)
 
 
 def _missing_extra(command: str, extra: str, error: ImportError) -> str:
@@ -171,8 +227,9 @@ def _fuzz(args: argparse.Namespace, out: TextIO) -> int:
     except ImportError as error:
         raise UsageError(_missing_extra("fuzz", "fuzz", error)) from None
     kind = _kind_name(args.kind)
+    ascii_only = _ascii_only(out)
     for record in generate_records(args.count, kind, args.seed):
-        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        out.write(json.dumps(record, ensure_ascii=ascii_only) + "\n")
     return EXIT_OK
 
 
@@ -202,15 +259,18 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def _show(args: argparse.Namespace, out: TextIO) -> int:
-    from lionmsg.runtime.render.table import conversation_table
+    from lionmsg.runtime.render.table import conversation_table, escape_unprintable
     from lionmsg.store import StoreError
 
     try:
         for title, messages in _histories(args.file, args.branch):
             out.write(f"{title}\n{conversation_table(messages)}\n")
             if args.chat:
-                chat = [{"role": m.role.value, "content": m.rendered} for m in messages if m.role.value != "unset"]
-                out.write(json.dumps(chat, indent=2, ensure_ascii=False) + "\n")
+                chat = [_chat_message(m) for m in messages if m.role.value != "unset"]
+                # Only the layout's newlines stay raw: JSON strings may hold controls, separators and
+                # format characters raw, which a terminal would act on; escaped, the JSON is the same.
+                text = json.dumps(chat, indent=2, ensure_ascii=_ascii_only(out))
+                out.write(escape_unprintable(text, keep="\n") + "\n")
             out.write("\n")
     except (StoreError, _BadRecord) as error:
         print(f"lionmsg: {error}", file=sys.stderr)
@@ -218,29 +278,46 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _chat_message(message: Any) -> dict[str, Any]:
+    """The provider chat message; for one that cannot render, the table's marker as its content."""
+    from lionmsg.runtime.render.table import cannot_render
+
+    try:
+        content = message.rendered
+    except Exception as error:  # as the table does: the rest of the history still prints
+        content = cannot_render(error)
+    return {"role": message.role.value, "content": content}
+
+
 class _BadRecord(Exception):
     """A record of a shown file that does not load."""
 
 
 def _histories(path: str, branch: str | None) -> Iterator[tuple[str, list[Any]]]:
-    """(title, messages) for each history the file holds."""
-    try:
-        with open(path, "rb") as file:
-            head = file.read(len(_SQLITE_HEADER))
-    except OSError as error:
-        raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
+    """(title, messages) for each history the file (or standard input, `-`) holds."""
+    stdin = path == "-"
+    if stdin:
+        raw = _stdin_bytes(sys.stdin)
+        head = raw[: len(_SQLITE_HEADER)]
+    else:
+        try:
+            with open(path, "rb") as file:
+                head = file.read(len(_SQLITE_HEADER))
+        except OSError as error:
+            raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
     if head == _SQLITE_HEADER:
+        if stdin:
+            raise UsageError("show -: a SQLite store cannot be read from standard input; name its file")
         yield from _store_histories(path, branch)
         return
     if branch is not None:
         raise UsageError("--branch applies to a SQLite store only")
-    text = _read(path, sys.stdin)
+    text = _decode(path, raw) if stdin else _read(path, None)
     if not path.endswith(_JSON_LINES_SUFFIXES):
-        try:
-            document = loads_json(text)
-        except ValueError:  # not JSON (or too deep to read): the entries below report it
-            document = None
+        document = _one_value(text)  # not JSON (or too deep to read): the entries below report it
         if isinstance(document, dict) and document.get("format") == "lionmsg-snapshot":
+            if stdin:
+                raise UsageError("show -: a snapshot cannot be read from standard input; name its file")
             yield from _snapshot_histories(path)
             return
     yield path, [_load_record(entry) for entry in _entries(path, text)]
@@ -256,7 +333,7 @@ def _store_histories(path: str, branch: str | None) -> Iterator[tuple[str, list[
                 manager = store.load(key)
             except UnknownBranchError as error:
                 raise UsageError(error.args[0]) from None
-            yield f"branch {key} ({len(manager)} messages)", list(manager)
+            yield f"branch {_quoted(key)} ({len(manager)} messages)", list(manager)
 
 
 def _snapshot_histories(path: str) -> Iterator[tuple[str, list[Any]]]:
@@ -274,7 +351,7 @@ def _snapshot_histories(path: str) -> Iterator[tuple[str, list[Any]]]:
             for name, inbox in flow.inboxes():
                 yield f"owner {owner}: {name}", [flow.items[ident] for ident in inbox]
     elif isinstance(held, Branch):
-        yield f"branch {held.id} ({len(held.messages)} messages)", list(held.messages)
+        yield f"branch {_quoted(str(held.id))} ({len(held.messages)} messages)", list(held.messages)
     else:
         yield f"history ({len(held)} messages)", list(held)
 
@@ -298,14 +375,25 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     schema = commands.add_parser("schema", help="print a schema (the record union by default)")
-    schema.add_argument("name", nargs="?", default="record", help="a schema file or a kind (instruction, ...)")
+    schema.add_argument(
+        "name",
+        nargs="?",
+        metavar="NAME",
+        help=f"a schema file as --list names it ({BUNDLE_NAME} is the bundle) or a kind (instruction, ...)",
+    )
     shown = schema.add_mutually_exclusive_group()
     shown.add_argument("--bundle", action="store_true", help="print the bundled document (all schemas in one)")
-    shown.add_argument("--list", action="store_true", help="list the schema files")
-    schema.set_defaults(run=_schema)
+    shown.add_argument("--list", action="store_true", help="list the schema files and the bundle")
+    schema.set_defaults(run=_schema, parser=schema)
 
     validate = commands.add_parser("validate", help="validate JSON or JSON Lines records against the schemas")
-    validate.add_argument("files", nargs="+", metavar="FILE", help="a .json, .jsonl or .ndjson file, or - for stdin")
+    validate.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="a .json file (a record or an array), a .jsonl or .ndjson file, or - for stdin"
+        " (one JSON value, possibly pretty-printed, else JSON Lines)",
+    )
     validate.set_defaults(run=_validate)
 
     fuzz = commands.add_parser("fuzz", help="emit schema-generated records as JSON Lines")
@@ -315,16 +403,67 @@ def _parser() -> argparse.ArgumentParser:
     fuzz.set_defaults(run=_fuzz)
 
     show = commands.add_parser("show", help="print a stored history as a conversation table")
-    show.add_argument("file", metavar="FILE", help="a SQLite store, a JSON snapshot, or JSON/JSON Lines records")
+    show.add_argument(
+        "file",
+        metavar="FILE",
+        help="a SQLite store, a JSON snapshot, or JSON/JSON Lines records; - reads records from stdin as validate does",
+    )
     show.add_argument("--branch", help="one branch of a SQLite store (default: every branch)")
     show.add_argument("--chat", action="store_true", help="also print the provider chat messages")
     show.set_defaults(run=_show)
     return parser
 
 
+def _ascii_only(out: TextIO) -> bool:
+    """Whether JSON written to `out` must escape non-ASCII: its encoding is not a Unicode one (an ASCII
+    terminal), where a backslash escape of the stream would not be JSON's."""
+    encoding = getattr(out, "encoding", None)
+    if not isinstance(encoding, str):  # io.StringIO: text all the way
+        return False
+    try:
+        return not codecs.lookup(encoding).name.startswith("utf")
+    except LookupError:
+        return True
+
+
+def _escaping_unencodable(*streams: Any) -> Callable[[], None]:
+    """Make each text stream write what its encoding cannot hold (a lone surrogate from a record or a
+    file name, `→` on an ASCII terminal) as a backslash escape instead of raising; returns the undo."""
+    changed: list[tuple[Any, str]] = []
+    for stream in dict.fromkeys(streams):  # stdout may be stderr
+        errors = getattr(stream, "errors", None)
+        if not hasattr(stream, "reconfigure") or errors is None or errors == "backslashreplace":
+            continue
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (OSError, ValueError):  # closed, or a reader already gone
+            continue
+        changed.append((stream, errors))
+
+    def undo() -> None:
+        for stream, errors in changed:
+            with contextlib.suppress(OSError, ValueError):  # closed after a broken pipe: nothing to restore
+                stream.reconfigure(errors=errors)
+
+    return undo
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    args = _parser().parse_args(argv)
     stream = out if out is not None else sys.stdout
+    # A CLI process could leave the streams changed; main() called in a process that goes on (a test
+    # under pytest's capture) gets them back as they were.
+    undo = _escaping_unencodable(stream, sys.stderr)
+    try:
+        return _main(argv, stream)
+    finally:
+        undo()
+
+
+def _main(argv: Sequence[str] | None, stream: TextIO) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "schema" and args.name is not None and (args.list or args.bundle):
+        option = "--list" if args.list else "--bundle"
+        args.parser.error(f"argument {option}: not allowed with argument NAME")
     try:
         status: int = args.run(args, stream)
     except UsageError as error:

@@ -1,18 +1,24 @@
-"""The `lionmsg` command (`lionmsg/cli.py`): schema, validate and fuzz, their output and exit status."""
+"""The `lionmsg` command (`lionmsg/cli.py`): schema, validate, fuzz and show (its standard input, its
+escaping; tests/test_show.py has the rest), their output and exit status."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 
+from lionmsg import MessageManager
 from lionmsg.cli import main
+from lionmsg.runtime.render.table import address_label, conversation_table
 from lionmsg.schema.files import KINDS, schema_dir, schema_names
 from lionmsg.schema.validator import RecordValidator
 
@@ -121,6 +127,30 @@ def test_schema_bundle_and_list_exclude_each_other(capsys: pytest.CaptureFixture
         run("schema", "--bundle", "--list")
     assert raised.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["bundle.json", "bundle"])
+def test_schema_prints_the_bundle_by_the_name_list_gives_it(name: str) -> None:
+    assert run("schema", name) == (0, (REPO / "schemas" / "bundle.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["schema", "instruction", "--list"], "--list"),
+        (["schema", "--list", "bundle.json"], "--list"),
+        (["schema", "record", "--bundle"], "--bundle"),
+    ],
+)
+def test_schema_a_name_with_list_or_bundle_is_a_usage_error(
+    argv: list[str], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as raised:
+        run(*argv)
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: lionmsg schema ")
+    assert err.endswith(f"\nlionmsg schema: error: argument {option}: not allowed with argument NAME\n")
 
 
 # -- validate: the corpus -------------------------------------------------------------------------
@@ -306,6 +336,49 @@ def test_validate_reads_json_lines_from_stdin(monkeypatch: pytest.MonkeyPatch) -
     )
 
 
+def test_validate_reads_a_pretty_printed_record_from_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(BAD, indent=2) + "\n"))
+    assert run("validate", "-") == (1, f"-: {BAD_REPORT[0]}\n{BAD_REPORT[1]}\n" + summary(1, 1))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(GOOD, indent=2)))
+    assert run("validate", "-") == (0, summary(1, 0))
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_validate_reads_an_array_from_stdin_item_by_item(monkeypatch: pytest.MonkeyPatch, indent: int | None) -> None:
+    # One JSON value on stdin is read as a .json file is, on one line or several: an array is records.
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps([GOOD, BAD], indent=indent) + "\n"))
+    assert run("validate", "-") == (1, f"-[1]: {BAD_REPORT[0]}\n{BAD_REPORT[1]}\n" + summary(2, 1))
+
+
+@pytest.mark.parametrize(
+    ("text", "status", "expected"),
+    [
+        ("", 0, summary(0, 0)),  # nothing at all: JSON Lines of no line
+        ("\n  \n", 0, summary(0, 0)),
+        (json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n", 0, summary(2, 0)),  # two values: JSON Lines
+        ("[1,\n", 1, "-:1: not valid JSON: Expecting value (column 4)\n" + summary(1, 1)),
+        (
+            "[" * 100_000 + "]" * 100_000,
+            1,
+            "-:1: not valid JSON: arrays and objects nested too deeply to read\n" + summary(1, 1),
+        ),
+    ],
+)
+def test_validate_stdin_that_is_not_one_json_value_is_json_lines(
+    monkeypatch: pytest.MonkeyPatch, text: str, status: int, expected: str
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    assert run("validate", "-") == (status, expected)
+
+
+def test_validate_closed_stdin_is_an_unreadable_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", None)  # what Python leaves when started with fd 0 closed
+    assert run("validate", "-", rel(VALID[0])) == (2, summary(1, 0, 1))
+    assert capsys.readouterr().err == "lionmsg: cannot read -: standard input is closed\n"
+
+
 def test_validate_a_missing_file_is_a_usage_error_and_the_rest_is_still_checked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -400,12 +473,151 @@ def test_fuzz_bad_count_is_an_argparse_error(count: str, message: str, capsys: p
     assert f"lionmsg fuzz: error: argument --count: {message}" in capsys.readouterr().err
 
 
+# -- show: standard input, unrenderable content, escaping ------------------------------------------
+
+RECORD_ID = "00000000-0000-4000-8000-000000000001"
+# Schema-valid, and its content a lone surrogate (JSON may escape one): no output encoding can hold it.
+SURROGATE_RECORD = f'{{"id": "{RECORD_ID}", "created_at": 1.0, "content": "x \\ud800"}}\n'
+SURROGATE_REPLY = json.dumps(
+    {
+        "id": RECORD_ID,
+        "created_at": 1.0,
+        "metadata": {"lion_class": "AssistantResponse"},
+        "content": {"assistant_response": "x \ud800"},
+        "sender": "bob\udcff",
+    }
+)
+
+
+def _deep_request() -> dict[str, Any]:
+    """An ActionRequest record, schema-valid, whose arguments are nested too deeply to render."""
+    arguments: Any = 1
+    for _ in range(600):
+        arguments = {"a": arguments}
+    return {
+        "id": RECORD_ID,
+        "created_at": 1.0,
+        "metadata": {"lion_class": "ActionRequest"},
+        "content": {"function": "f", "arguments": arguments},
+    }
+
+
+def _history() -> MessageManager:
+    manager = MessageManager()
+    manager.add_message(instruction="Add 2 and 2.", sender="user")
+    manager.add_message(assistant_response="4")
+    return manager
+
+
+@pytest.mark.parametrize("form", ["json lines", "array", "pretty array"])
+def test_show_reads_records_from_stdin(monkeypatch: pytest.MonkeyPatch, form: str) -> None:
+    manager = _history()
+    records = [message.to_dict() for message in manager]
+    text = {
+        "json lines": "".join(json.dumps(record) + "\n" for record in records),
+        "array": json.dumps(records),
+        "pretty array": json.dumps(records, indent=2),
+    }[form]
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    assert run("show", "-") == (0, f"-\n{conversation_table(manager)}\n\n")
+
+
+def test_show_refuses_a_store_or_a_snapshot_on_stdin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lionmsg.store import SQLiteStore, save_snapshot
+
+    database, snapshot = tmp_path / "h.db", tmp_path / "snap.json"
+    with SQLiteStore(database) as store:
+        store.attach(_history(), "first")
+    save_snapshot(_history(), snapshot)
+    for path, what in [(database, "a SQLite store"), (snapshot, "a snapshot")]:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(path.read_bytes()), encoding="utf-8"))
+        assert run("show", "-") == (2, "")
+        assert capsys.readouterr().err == f"lionmsg: show -: {what} cannot be read from standard input; name its file\n"
+
+
+def test_show_closed_stdin_is_an_unreadable_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", None)
+    assert run("show", "-") == (2, "")
+    assert capsys.readouterr().err == "lionmsg: cannot read -: standard input is closed\n"
+
+
+def test_show_chat_marks_a_message_that_cannot_render_as_the_table_does(tmp_path: Path) -> None:
+    path = tmp_path / "deep.jsonl"
+    path.write_text(json.dumps(_deep_request()) + "\n", encoding="utf-8")
+    marker = "<cannot render: ValueError: cannot render a value nested this deeply>"
+    rule = "-  ------  -------------  -------------  " + "-" * len(marker)
+    table = (
+        f"#  role    class          from → to      content\n{rule}\n0  action  ActionRequest  unset → unset  {marker}\n"
+    )
+    assert run("show", path) == (0, f"{path}\n{table}\n")
+    chat = json.dumps([{"role": "action", "content": marker}], indent=2)
+    assert run("show", path, "--chat") == (0, f"{path}\n{table}{chat}\n\n")
+
+
+def test_show_escapes_what_a_terminal_would_act_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = {
+        "id": RECORD_ID,
+        "created_at": 1.0,
+        "metadata": {"lion_class": "AssistantResponse"},
+        "content": {"assistant_response": "a\x1b[2Jb\u202ec\x85d\ud800"},
+        "sender": "bo\nb\x1b[31m",
+        "recipient": "café",
+    }
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(record) + "\n"))
+    assert run("show", "-", "--chat") == (
+        0,
+        "-\n"
+        "#  role       class              from → to                 content\n"
+        "-  ---------  -----------------  ------------------------  --------------------------\n"
+        '0  assistant  AssistantResponse  "bo\\nb\\u001b[31m" → café  a\\u001b[2Jb\\u202ec d\\ud800\n'
+        "[\n"
+        "  {\n"
+        '    "role": "assistant",\n'
+        '    "content": "a\\u001b[2Jb\\u202ec\\u0085d\\ud800"\n'
+        "  }\n"
+        "]\n\n",
+    )  # U+0085 is a line break: folded to a space in the table, escaped (as JSON reads it back) in the chat
+    assert capsys.readouterr().err == ""
+
+
+def test_address_labels_quote_names_that_are_not_printable() -> None:
+    assert address_label("bo\nb") == '"bo\\nb"'
+    assert address_label("\x1b[31mred") == '"\\u001b[31mred"'
+    assert address_label("café") == "café"
+    assert address_label(UUID(RECORD_ID), {UUID(RECORD_ID): "a\tb"}) == '"a\\tb"'
+
+
+def test_a_branch_name_that_is_not_printable_is_quoted(tmp_path: Path) -> None:
+    from lionmsg.store import SQLiteStore
+
+    database = tmp_path / "h.db"
+    with SQLiteStore(database) as store:
+        store.attach(_history(), "x\x1b[2Jy")
+    status, out = run("show", database)
+    assert status == 0
+    assert lines_of(out)[0] == 'branch "x\\u001b[2Jy" (2 messages)'
+
+
 # -- the installed console script -----------------------------------------------------------------
 
 
-def _script(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def _script(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environment = None if env is None else {**os.environ, **env}
     return subprocess.run(
-        [SCRIPT, *args], input=stdin, capture_output=True, text=True, cwd=REPO, timeout=120, check=False
+        [SCRIPT, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+        env=environment,
     )
 
 
@@ -430,6 +642,18 @@ def test_console_script_pipes_fuzz_into_validate() -> None:
     assert (done.returncode, done.stdout, done.stderr) == (0, summary(3, 0), "")
 
 
+def test_console_script_pipes_fuzz_into_show() -> None:
+    fuzzed = _script("fuzz", "--count", "3", "--kind", "system", "--seed", "7")
+    assert (fuzzed.returncode, fuzzed.stderr) == (0, "")
+    done = _script("show", "-", stdin=fuzzed.stdout)
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = lines_of(done.stdout)
+    assert lines[0] == "-"
+    assert lines[1].startswith("#  role    class   from → to ")
+    assert [line.split()[:3] for line in lines[3:6]] == [[str(i), "system", "System"] for i in range(3)]
+    assert lines[6:] == [""]
+
+
 @pytest.mark.parametrize(
     ("args", "stdin", "status"),
     [
@@ -439,6 +663,19 @@ def test_console_script_pipes_fuzz_into_validate() -> None:
         (["validate", "-"], '{"id": "x", "created_at": 1' + "0" * 400 + "}\n", 1),
         (["validate", "-"], '[{"id": []}, 3, null]\n', 1),
         (["validate", "-"], '{"metadata": {"lion_class": {"nested": 1}}}\n', 1),
+        (["validate", "-"], SURROGATE_RECORD, 0),
+        (["validate", "-"], "[" * 100_000, 1),
+        (["show", "tests/cases/missing.json"], "", 2),
+        (["show", "tests/cases"], "", 2),
+        (["show", "-"], SURROGATE_RECORD, 0),
+        (["show", "-", "--chat"], SURROGATE_REPLY, 0),
+        (["show", "-", "--chat"], json.dumps(_deep_request()) + "\n", 0),
+        (["show", "-"], '{"id": 3}\n', 1),
+        (["show", "-"], "\x00\x01 not json\n", 1),
+        (["show", "-"], "[" * 100_000, 1),
+        (["show", "-", "--branch", "x"], SURROGATE_RECORD, 2),
+        (["show", "-"], '{"format": "lionmsg-snapshot", "version": 1, "kind": "manager", "data": {}}', 2),
+        (["schema", "bundle.json", "--list"], "", 2),
         (["schema", "../../etc/passwd"], "", 2),
         (["fuzz", "--kind", "nope"], "", 2),
         (["fuzz", "--count", "-1"], "", 2),
@@ -448,11 +685,77 @@ def test_console_script_pipes_fuzz_into_validate() -> None:
     ],
 )
 def test_bad_input_never_prints_a_traceback(args: list[str], stdin: str, status: int) -> None:
-    done = _script(*args, stdin=stdin)
-    assert done.returncode == status, done.stderr
-    assert "Traceback" not in done.stdout + done.stderr
-    if status == 2:
-        assert done.stderr.startswith(("lionmsg: ", "usage: lionmsg")), done.stderr
+    for env in ({}, {"PYTHONIOENCODING": "ascii"}):  # also where the output can hold no non-ASCII character
+        done = _script(*args, stdin=stdin, env=env)
+        assert done.returncode == status, done.stderr
+        assert "Traceback" not in done.stdout + done.stderr
+        if status == 2:
+            assert done.stderr.startswith(("lionmsg: ", "usage: lionmsg")), done.stderr
+
+
+@pytest.mark.parametrize("command", ["validate", "show"])
+def test_closed_stdin_is_an_unreadable_input_not_a_traceback(command: str) -> None:
+    done = subprocess.run(
+        f"{shlex.quote(str(SCRIPT))} {command} - <&-", shell=True, capture_output=True, text=True, cwd=REPO, check=False
+    )
+    assert done.returncode == 2
+    assert done.stdout == ("" if command == "show" else summary(0, 0, 1))
+    assert done.stderr == "lionmsg: cannot read -: standard input is closed\n"
+
+
+def test_text_the_output_cannot_encode_is_escaped() -> None:
+    shown = _script("show", "-", stdin=SURROGATE_RECORD)
+    assert (shown.returncode, shown.stderr) == (0, "")
+    assert lines_of(shown.stdout)[3] == "0  unset  Message  unset → unset  x \\ud800"
+    shown = _script("show", "-", stdin=SURROGATE_RECORD, env={"PYTHONIOENCODING": "ascii"})
+    assert (shown.returncode, shown.stderr) == (0, "")
+    assert lines_of(shown.stdout) == [
+        "-",
+        "#  role   class    from \\u2192 to      content",  # the table is aligned before the escape
+        "-  -----  -------  -------------  --------",
+        "0  unset  Message  unset \\u2192 unset  x \\ud800",
+        "",
+    ]
+    ultra = {**BAD, "content": {"image_detail": "ültra"}}
+    checked = _script("validate", "-", stdin=json.dumps(ultra, ensure_ascii=False), env={"PYTHONIOENCODING": "ascii"})
+    assert (checked.returncode, checked.stderr) == (1, "")
+    assert lines_of(checked.stdout)[1] == (
+        "    $.content.image_detail: '\\xfcltra' is not one of ['low', 'high', 'auto', None]"
+        " (schema: content/instruction.schema.json#/properties/image_detail/enum)"
+    )
+
+
+def test_a_file_name_that_is_not_utf8_is_escaped(tmp_path: Path) -> None:
+    path = tmp_path / os.fsdecode(b"x\xff.json")  # its name reaches Python as "x\udcff.json"
+    shown_name = f"{tmp_path}/x\\udcff.json"
+    strict = {"PYTHONIOENCODING": "utf-8:strict"}
+    path.write_text(json.dumps(BAD), encoding="utf-8")
+    checked = _script("validate", str(path), env=strict)
+    assert (checked.returncode, checked.stdout, checked.stderr) == (
+        1,
+        f"{shown_name}: {BAD_REPORT[0]}\n{BAD_REPORT[1]}\n" + summary(1, 1),
+        "",
+    )
+    missing = _script("validate", str(tmp_path / os.fsdecode(b"y\xff.json")), env=strict)
+    assert (missing.returncode, missing.stderr) == (
+        2,
+        f"lionmsg: cannot read {tmp_path}/y\\udcff.json: No such file or directory\n",
+    )
+    path.write_text(json.dumps(GOOD), encoding="utf-8")
+    shown = _script("show", str(path), env=strict)
+    assert (shown.returncode, shown.stderr) == (0, "")
+    assert lines_of(shown.stdout)[0] == shown_name
+
+
+def test_fuzz_on_an_ascii_terminal_still_writes_json() -> None:
+    unicode = _script("fuzz", "--count", "20", "--seed", "5")
+    ascii_only = _script("fuzz", "--count", "20", "--seed", "5", env={"PYTHONIOENCODING": "ascii"})
+    assert (ascii_only.returncode, ascii_only.stderr) == (0, "")
+    assert ascii_only.stdout.isascii()
+    assert [json.loads(line) for line in lines_of(ascii_only.stdout)] == [
+        json.loads(line) for line in lines_of(unicode.stdout)
+    ]
+    assert not unicode.stdout.isascii()  # the seed gives non-ASCII text: the case is exercised
 
 
 def test_a_record_too_deep_for_jsonschema_is_one_error_not_a_traceback() -> None:

@@ -1,11 +1,15 @@
 """A conversation as a plain-text table: one row per message, for people reading a history.
 
 Used by the demo and by `lionmsg show`. Each row shows the position, role, class, sender → recipient
-and the rendered content folded onto one line (an instruction's sections, an image count).
+and the rendered content folded onto one line (an instruction's sections, an image count). A cell never
+holds a character a terminal would act on or could not print (a control such as ESC, a line or
+paragraph separator, a format character, a lone surrogate): it is written as a JSON escape (`\\u001b`),
+and a sender or recipient name holding one is quoted whole as JSON, as `lionmsg validate` quotes ids.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -14,32 +18,45 @@ from uuid import UUID
 from lionmsg.generated.messages import Message
 from lionmsg.generated.roles import MessageRole
 
-__all__ = ["address_label", "conversation_table"]
+__all__ = ["address_label", "cannot_render", "conversation_table", "escape_unprintable"]
 
 _SPACES = re.compile(r"\s+")
 
 
+def escape_unprintable(text: str, keep: str = "") -> str:
+    """`text` with every character that is not printable (`str.isprintable`), other than those in
+    `keep`, written as its JSON escape: `\\u001b` for ESC, `\\n`, `\\ud800` for a lone surrogate."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() or char in keep else json.dumps(char)[1:-1] for char in text)
+
+
+def cannot_render(error: BaseException) -> str:
+    """What stands in for the content of a message that cannot render (a history should still print)."""
+    return f"<cannot render: {type(error).__name__}: {error}>"
+
+
 def address_label(address: Any, names: Mapping[UUID, str] | None = None) -> str:
-    """A sender or recipient for a person: a known name, a role, a short UUID, `*` for broadcast."""
+    """A sender or recipient for a person: a known name, a role, a short UUID, `*` for broadcast. A
+    name that is not printable (a newline, an escape sequence) is quoted as JSON."""
     if address is None:
         return "*"
     if isinstance(address, MessageRole):
         return address.value
-    if isinstance(address, UUID):
-        return (names or {}).get(address, str(address)[:8])
-    return str(address)
+    label = (names or {}).get(address, str(address)[:8]) if isinstance(address, UUID) else str(address)
+    return label if label.isprintable() else json.dumps(label)
 
 
 def _summary(message: Message) -> str:
     try:
         rendered = message.rendered
     except Exception as error:  # a table of a broken history should still print: say what broke
-        return f"<cannot render: {type(error).__name__}: {error}>"
+        return escape_unprintable(_SPACES.sub(" ", cannot_render(error)))
     if isinstance(rendered, list):  # text then image parts
         texts = [part.get("text", "") for part in rendered if isinstance(part, dict) and part.get("type") == "text"]
         images = sum(1 for part in rendered if isinstance(part, dict) and part.get("type") == "image_url")
         rendered = " ".join(texts) + (f" [+{images} image{'s' if images != 1 else ''}]" if images else "")
-    return _SPACES.sub(" ", str(rendered)).strip()
+    return escape_unprintable(_SPACES.sub(" ", str(rendered)).strip())
 
 
 def _fit(text: str, width: int) -> str:
