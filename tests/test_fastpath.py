@@ -462,8 +462,46 @@ def test_content_loaded_from_a_record_equals_content_built_by_the_constructor(me
     assert loaded == built
     assert type(loaded) is content_type
     for name, value in record.items():  # a record's containers are kept or copied as the constructor does
-        if isinstance(value, (list, dict)):
+        if isinstance(value, (list, dict)) and value:
             assert (getattr(loaded, name) is value) == (getattr(built, name) is value), name
+        elif isinstance(value, (list, dict)) and name != "response_format":  # an empty one: its own
+            assert getattr(loaded, name) == value
+            assert getattr(loaded, name) is not value, name
+
+
+@pytest.mark.parametrize("message", everything(), ids=lambda m: type(m).__name__)
+def test_a_message_loaded_by_from_dict_shares_no_list_or_dict_with_the_record(message: Message) -> None:
+    record = message.to_dict()
+    record["metadata"]["nested"] = {"kept": [1]}
+    loaded = [type(message).from_dict(record), Message.from_dict(record), MessageManager(messages=[record]).messages[0]]
+    held = {id(value) for value in _containers_in(record)}
+    for message_loaded in loaded:
+        assert held.isdisjoint(id(value) for value in _containers_in(_content_values(message_loaded)))
+        assert held.isdisjoint(id(value) for value in _containers_in(message_loaded.metadata))
+        assert message_loaded.metadata["nested"] == {"kept": [1]}
+        assert message_loaded.metadata["nested"] is not record["metadata"]["nested"]
+    assert loaded[0].to_dict() == loaded[1].to_dict()
+
+
+def _content_values(message: Message) -> Any:
+    content = message.content
+    if isinstance(content, MessageContent):
+        return [getattr(content, name) for name in content.to_dict()]
+    return content
+
+
+def _containers_in(value: Any) -> list[Any]:
+    found: list[Any] = []
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            found.append(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            found.append(item)
+            pending.extend(item)
+    return found
 
 
 # -- content updates: the plain-field road against the full rebuild ------------------------------

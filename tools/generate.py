@@ -314,6 +314,7 @@ def render_content(schemas: SchemaSet) -> str:
         use_schema_description=True,
         additional_imports=[
             *imports,
+            "lionmsg.runtime.content.base.own_container",
             "lionmsg.runtime.content.base.shallow_copy",
             "lionmsg.runtime.fastpath.JSON_SCALARS",
             "lionmsg.runtime.fastpath.MISSING",

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from lionmsg.runtime.content.action_request import ActionRequestBehaviour
 from lionmsg.runtime.content.action_response import ActionResponseBehaviour
 from lionmsg.runtime.content.assistant_response import AssistantResponseBehaviour
-from lionmsg.runtime.content.base import shallow_copy
+from lionmsg.runtime.content.base import own_container, shallow_copy
 from lionmsg.runtime.content.instruction import InstructionBehaviour
 from lionmsg.runtime.content.system import SystemBehaviour
 from lionmsg.runtime.fastpath import JSON_SCALARS, MISSING, json_copy
@@ -123,10 +123,18 @@ class ActionRequestContent(ActionRequestBehaviour):
         # whose checks would only repeat them (normalising a valid record value keeps it valid).
         content = object.__new__(cls)
         content.function = data.get("function", "")
-        content.arguments = data.get("arguments", {})
+        # A fresh empty one for an empty value too, never the record's: _own_containers skips empties.
+        content.arguments = data.get("arguments") or {}
         content.action_response_id = data.get("action_response_id", None)
         content._normalize()
         return content
+
+    def _own_containers(self) -> None:
+        # Each field that may hold a list or dict gets a copy (see MessageContent._own_containers).
+        value: Any
+        value = self.arguments
+        if value:  # an empty one is this content's own (see _from_checked)
+            self.arguments = own_container(value)
 
     def to_dict(self) -> dict[str, Any]:
         """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""
@@ -310,12 +318,23 @@ class ActionResponseContent(ActionResponseBehaviour):
         # whose checks would only repeat them (normalising a valid record value keeps it valid).
         content = object.__new__(cls)
         content.function = data.get("function", "")
-        content.arguments = data.get("arguments", {})
+        # A fresh empty one for an empty value too, never the record's: _own_containers skips empties.
+        content.arguments = data.get("arguments") or {}
         content.output = data.get("output", None)
         content.action_request_id = data.get("action_request_id", None)
         content.error = data.get("error", None)
         content._normalize()
         return content
+
+    def _own_containers(self) -> None:
+        # Each field that may hold a list or dict gets a copy (see MessageContent._own_containers).
+        value: Any
+        value = self.arguments
+        if value:  # an empty one is this content's own (see _from_checked)
+            self.arguments = own_container(value)
+        value = self.output
+        if type(value) is list or type(value) is dict:
+            self.output = own_container(value)
 
     def to_dict(self) -> dict[str, Any]:
         """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""
@@ -438,6 +457,10 @@ class AssistantResponseContent(AssistantResponseBehaviour):
         content.assistant_response = data.get("assistant_response", "")
         content._normalize()
         return content
+
+    def _own_containers(self) -> None:
+        # Each field that may hold a list or dict gets a copy (see MessageContent._own_containers).
+        return
 
     def to_dict(self) -> dict[str, Any]:
         """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""
@@ -720,16 +743,35 @@ class InstructionContent(InstructionBehaviour):
         content = object.__new__(cls)
         content.instruction = data.get("instruction", None)
         content.guidance = data.get("guidance", None)
-        content.prompt_context = data.get("prompt_context", [])
+        # A fresh empty one for an empty value too, never the record's: _own_containers skips empties.
+        content.prompt_context = data.get("prompt_context") or []
         content.plain_content = data.get("plain_content", None)
-        content.tool_schemas = data.get("tool_schemas", [])
+        # A fresh empty one for an empty value too, never the record's: _own_containers skips empties.
+        content.tool_schemas = data.get("tool_schemas") or []
         content.response_format = data.get("response_format", None)
-        content.images = data.get("images", [])
+        # A fresh empty one for an empty value too, never the record's: _own_containers skips empties.
+        content.images = data.get("images") or []
         content.image_detail = data.get("image_detail", None)
         content.structure = None
         content._structure_instance = None
         content._normalize()
         return content
+
+    def _own_containers(self) -> None:
+        # Each field that may hold a list or dict gets a copy (see MessageContent._own_containers).
+        value: Any
+        value = self.prompt_context
+        if value:  # an empty one is this content's own (see _from_checked)
+            self.prompt_context = own_container(value)
+        value = self.tool_schemas
+        if value:  # an empty one is this content's own (see _from_checked)
+            self.tool_schemas = own_container(value)
+        value = self.response_format
+        if type(value) is list or type(value) is dict:
+            self.response_format = own_container(value)
+        value = self.images
+        if value:  # an empty one is this content's own (see _from_checked)
+            self.images = own_container(value)
 
     def to_dict(self) -> dict[str, Any]:
         """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""
@@ -895,6 +937,10 @@ class SystemContent(SystemBehaviour):
         content.system_datetime = data.get("system_datetime", None)
         content._normalize()
         return content
+
+    def _own_containers(self) -> None:
+        # Each field that may hold a list or dict gets a copy (see MessageContent._own_containers).
+        return
 
     def to_dict(self) -> dict[str, Any]:
         """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""

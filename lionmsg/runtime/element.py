@@ -205,6 +205,12 @@ class Element(BaseModel):
             data = loads_json(text)
         except ValueError as exc:  # not JSON, or NaN/Infinity (which no record can hold)
             raise ValueError(f"not a JSON document: {exc}") from exc
+        return cls._from_own_record(data)
+
+    @classmethod
+    def _from_own_record(cls, data: Any) -> Self:
+        """`from_dict` for a record nothing else holds (just read from JSON text): a class whose
+        `from_dict` copies what the caller's record holds skips that copy here."""
         return cls.from_dict(data)
 
     @classmethod

@@ -17,11 +17,12 @@ from pydantic import computed_field, field_serializer, model_validator
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
 from lionmsg.runtime.concepts import Sendable
-from lionmsg.runtime.content.base import MessageContent, copy_value
+from lionmsg.runtime.content.base import MessageContent, copy_value, owned_copy
 from lionmsg.runtime.element import Node, check_embedding, record_error
 from lionmsg.runtime.fastpath import (
     ENVELOPE_CLASSES,
     ENVELOPE_FIELDS,
+    JSON_SCALARS,
     MISSING,
     dump_address,
     json_copy,
@@ -40,6 +41,47 @@ __all__ = ["MessageBehaviour", "coerce_content"]
 C = TypeVar("C", bound=MessageContent)
 
 _GENERATED_MODULE = "lionmsg.generated.messages"
+
+
+def _record_of_own(data: Any) -> Any:
+    """`data`, or a shallow copy of it whose content and metadata are copies, when they hold lists or
+    dicts (typed content is built from the copy, so it shares nothing with the caller's record)."""
+    if not isinstance(data, Mapping):
+        return data  # from_dict's own TypeError
+    content = data.get("content")
+    metadata = data.get("metadata")
+    own_content = owned_copy(content) if type(content) in _CONTAINERS else content
+    own_metadata = owned_copy(metadata) if _holds_containers(metadata) else metadata
+    if own_content is content and own_metadata is metadata:
+        return data
+    record = dict(data)
+    if own_content is not content:
+        record["content"] = own_content
+    if own_metadata is not metadata:
+        record["metadata"] = own_metadata
+    return record
+
+
+def _own_loaded_values(message: Any) -> None:
+    """Replace the lists and dicts a message loaded from a caller's record shares with that record by
+    copies (the typed content's container fields, generic content, nested metadata values)."""
+    values = message.__dict__
+    content = values["content"]
+    if isinstance(content, MessageContent):
+        content._own_containers()
+    elif type(content) in _CONTAINERS:
+        values["content"] = owned_copy(content)
+    metadata = values["metadata"]
+    if metadata and _holds_containers(metadata):  # usually empty: the class name is not kept in it
+        values["metadata"] = owned_copy(metadata)
+
+
+def _holds_containers(value: Any) -> bool:
+    """Whether a metadata dict holds a list or dict (the usual one holds the class name only)."""
+    return type(value) is dict and not all(type(item) in JSON_SCALARS for item in value.values())
+
+
+_CONTAINERS = (dict, list)
 
 
 def coerce_content(content_type: type[C], value: Any) -> C:
@@ -235,6 +277,18 @@ class MessageBehaviour(Node, Sendable):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """Load a record (see Element.from_dict). The message keeps its own copies of the lists and dicts
+        in the record's content and metadata, as of everything a caller passes: changing the record
+        afterwards, or loading it twice, never makes two histories share a value."""
+        if type(data) is dict and cls in ENVELOPE_CLASSES:
+            loaded: Self | None = load_record(cls, data)
+            if loaded is not None:
+                _own_loaded_values(loaded)  # only the values that can be shared: cheaper than copying first
+                return loaded
+        return super().from_dict(_record_of_own(data))
+
+    @classmethod
+    def _from_own_record(cls, data: Any) -> Self:
         if type(data) is dict and cls in ENVELOPE_CLASSES:
             loaded: Self | None = load_record(cls, data)
             if loaded is not None:

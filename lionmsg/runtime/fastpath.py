@@ -31,6 +31,7 @@ __all__ = [
     "assemble",
     "copy_message",
     "deep_copy",
+    "flat_records_copy",
     "dump_address",
     "json_copy",
     "load_envelope",
@@ -307,7 +308,7 @@ def _flat_copier(value: Any) -> Any:
     return None
 
 
-def _flat_records_copy(items: list[Any]) -> list[Any] | None:
+def flat_records_copy(items: list[Any]) -> list[Any] | None:
     """A copy of a list of atoms and dicts of atoms with str keys, each dict copied; None for any other."""
     copied: list[Any] = []
     for item in items:
@@ -333,7 +334,7 @@ def deep_copy(value: Any) -> Any:
     deepcopy; anything else (typed content, NaN, tuples...) by deepcopy (classes are shared). A list of
     atoms and flat records (the usual instruction context) is copied without json_copy's recursion."""
     if type(value) is list:
-        copied = _flat_records_copy(value)
+        copied = flat_records_copy(value)
         if copied is not None:
             return copied
     try:

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from lionmsg.runtime.fastpath import deep_copy
+from lionmsg.runtime.fastpath import deep_copy, flat_records_copy
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH, sorted_names
 
 if TYPE_CHECKING:
@@ -87,6 +87,13 @@ class MessageContent:
         """Hook: map input names onto fields (a private copy of the caller's dict) and build."""
         return cls(**data)
 
+    if TYPE_CHECKING:
+
+        def _own_containers(self) -> None:
+            """Generated per class: replace the lists and dicts its fields hold by copies (content
+            loaded from a caller's record shares them with the record until then; derived state is
+            kept with the values it was built from, so it is rebuilt on use)."""
+
     def field_values(self) -> dict[str, Any]:
         """The public field values, containers copied (shallowly) so the result is independent."""
         return {name: shallow_copy(getattr(self, name)) for name in _public_fields(type(self))}
@@ -157,6 +164,18 @@ def owned_copy(value: Any) -> Any:
             return _copy_around_uncopyable(value)
         except RecursionError:
             return value
+
+
+def own_container(value: list[Any] | dict[Any, Any]) -> Any:
+    """`owned_copy` of a list or dict: an empty one (usually a field's default) by a new empty one, the
+    usual list of flat records (a loaded context) without the general road's calls."""
+    if not value:
+        return type(value)()
+    if type(value) is list:
+        copied = flat_records_copy(value)
+        if copied is not None:
+            return copied
+    return owned_copy(value)
 
 
 def copy_value(value: Any) -> Any:
