@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lionmsg import Instruction, InstructionContent, Message, MessageManager
 from lionmsg.runtime.content.structure import JsonStructure
@@ -312,3 +312,27 @@ def test_an_attribute_error_while_rendering_is_a_rendering_failure_not_a_repr() 
     manager = MessageManager(messages=[message])
     with pytest.raises(ValueError, match=re.escape(INVALID_PROGRESSION)):
         manager.to_chat_msgs()
+
+
+class _Opaque:
+    """A type pydantic holds but has no JSON Schema for."""
+
+
+class _NoSchema(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    held: _Opaque
+
+
+def test_a_response_format_without_a_json_schema_is_refused_when_built_and_changes_nothing() -> None:
+    expected = r"^response_format _NoSchema has no JSON Schema to show: Cannot generate a JsonSchema"
+    manager = MessageManager()
+    for response_format in (_NoSchema, _NoSchema(held=_Opaque())):
+        with pytest.raises(ValueError, match=expected):
+            manager.add_message(instruction="x", response_format=response_format)
+    assert len(manager) == 0
+    message = manager.add_message(instruction="x", response_format=Answer)
+    before = fields_of(message)
+    with pytest.raises(ValueError, match=expected):
+        manager.add_message(instruction=message, response_format=_NoSchema)
+    assert fields_of(message) == before
+    assert manager.to_chat_msgs()[0]["content"].startswith("Instruction: x")

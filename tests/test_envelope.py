@@ -337,6 +337,16 @@ def test_rendering_delegates_to_content_or_falls_back_to_str() -> None:
     assert Message().rendered == ""
 
 
+def test_generic_content_nested_too_deeply_to_render_is_a_value_error_and_no_chat_message() -> None:
+    nested: Any = "leaf"
+    for _ in range(5000):
+        nested = [nested]
+    message = Message(content=nested, recipient="user")
+    with pytest.raises(ValueError, match=r"^cannot render a value nested this deeply$"):
+        message.rendered  # noqa: B018 - the property is what is tested
+    assert message.chat_msg is None
+
+
 # -- chat projection ------------------------------------------------------------------------------
 
 

@@ -23,6 +23,8 @@ VALID = [
     "https://[2606:4700::1111]/a.png",
     "https://host.example:8443/p/a.png?size=2#frag",
     "https://localhost/a.png",
+    "https://user:secret@host.example:65535/a.png",
+    "http://h:0",
     "data:image/png;base64,iVBORw0KGgo=",
     "data:image/jpeg;base64,/9j/4AAQ",
     "data:image/jpg;base64,/9j/4AAQ",
@@ -48,6 +50,14 @@ INVALID = [
     ("https://", "must name a host"),
     ("https:///nohost.png", "must name a host"),
     ("https://exa mple.com/a.png", "must not contain white space"),
+    ("http://:80/a.png", "must name a host"),
+    ("http://@/a.png", "must name a host"),
+    ("https://user@/x.png", "must name a host"),
+    ("http://h:99999/a.png", r"must name a host \(and a port from 0 to 65535, if any\)"),
+    ("http://h:abc/a.png", "must name a host"),
+    ("http://[::1/a.png", "must name a host"),
+    ("data:image/png;base64,AAAA====", "payload is not valid base64"),  # b64decode takes it; the schema not
+    ("AAAA====", "not valid base64"),
 ]
 
 

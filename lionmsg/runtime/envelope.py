@@ -161,7 +161,12 @@ class MessageBehaviour(Node, Sendable):
             return content.rendered
         if hasattr(content, "rendered"):
             return content.rendered
-        return "" if content is None else str(content)
+        if content is None:
+            return ""
+        try:
+            return str(content)
+        except RecursionError:  # a list or dict nested thousands deep: the typed renderers' ValueError
+            raise ValueError("cannot render a value nested this deeply") from None
 
     @property
     def chat_msg(self) -> dict[str, Any] | None:

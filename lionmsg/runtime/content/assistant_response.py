@@ -59,8 +59,11 @@ def _dict_texts(item: dict[str, Any]) -> list[str]:
         texts = []
         for choice in _listed(item["choices"]):
             part = choice.get("message") or choice.get("delta") if isinstance(choice, dict) else None
-            if isinstance(part, dict) and isinstance(part.get("content"), str):
-                texts.append(part["content"])
+            content = part.get("content") if isinstance(part, dict) else None
+            if isinstance(content, str):
+                texts.append(content)
+            elif isinstance(content, list):  # content parts, as OpenAI-compatible servers may send
+                texts.extend(text for block in content for text in _block_text(block, "text"))
         return texts
     if "output" in item:
         return [

@@ -9,6 +9,7 @@ constructor and offers `schema()` (the JSON Schema shown as ResponseSchema, or N
 from __future__ import annotations
 
 import json
+import weakref
 from typing import Any
 
 from pydantic import BaseModel
@@ -49,15 +50,31 @@ def resolve_structure(structure: Any) -> Any:
     raise ValueError(f"structure must be None, a string or a class, got {type(structure).__name__}")
 
 
+def _with_json_schema(model: type[BaseModel]) -> type[BaseModel]:
+    """`model`, once it is known to have a JSON Schema: one it cannot give (a field of an arbitrary
+    type) would fail every rendering of the message and every projection of its history, so it is
+    refused when the content is built. Each class is asked once."""
+    if model not in _SCHEMA_GIVEN:
+        try:
+            model.model_json_schema()
+        except Exception as error:  # pydantic's PydanticInvalidForJsonSchema, or a user's schema hook
+            raise ValueError(f"response_format {model.__name__} has no JSON Schema to show: {error}") from None
+        _SCHEMA_GIVEN.add(model)
+    return model
+
+
+_SCHEMA_GIVEN: weakref.WeakSet[type[BaseModel]] = weakref.WeakSet()
+
+
 def build_structure(structure_cls: Any, response_format: Any) -> Any:
     """The structure instance for a response format, or None without one."""
     if response_format is None:
         return None
     if isinstance(response_format, BaseModel):
-        return structure_cls(type(response_format))
-    if isinstance(response_format, dict) or (
-        isinstance(response_format, type) and issubclass(response_format, BaseModel)
-    ):
+        return structure_cls(_with_json_schema(type(response_format)))
+    if isinstance(response_format, type) and issubclass(response_format, BaseModel):
+        return structure_cls(_with_json_schema(response_format))
+    if isinstance(response_format, dict):
         return structure_cls(response_format)
     raise ValueError(
         "response_format must be a dict, a pydantic model class or a pydantic model instance, "
