@@ -11,7 +11,7 @@ import re
 import sys
 from collections.abc import Callable
 from typing import Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 from generate import SCHEMA_DIR, SchemaSet
@@ -65,6 +65,18 @@ def test_from_dict_of_to_dict_is_equal_field_by_field(message: Message) -> None:
     assert fields_of(type(message).from_dict(message.to_dict())) == fields_of(message)
     assert fields_of(Message.from_json(message.to_json())) == fields_of(message)
     assert fields_of(type(message).model_validate(message.model_dump())) == fields_of(message)
+
+
+def test_model_validate_reads_python_input_where_from_dict_reads_a_record() -> None:
+    # The two places the README names where pydantic's road differs from the record road.
+    record = Instruction(content=InstructionContent(instruction="x", images=["https://e.com/a.png"])).to_dict()
+    record["sender"] = "0123456789abcdef0123456789abcdef"  # a plain name the schema allows
+    exact = Instruction.from_dict(record)
+    assert (exact.content.image_detail, exact.sender) == (None, "0123456789abcdef0123456789abcdef")
+    assert Instruction.from_dict(exact.to_dict()).to_dict() == record
+    python_input = Instruction.model_validate(exact.model_dump())
+    assert python_input.content.image_detail == "auto"
+    assert python_input.sender == UUID("0123456789abcdef0123456789abcdef")
 
 
 @pytest.mark.parametrize("message", SAMPLES, ids=SAMPLE_IDS)
