@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
+from pydantic import ValidationError
 
 ROOT = Path(__file__).resolve().parent.parent
 # The generator and schema checker are scripts in tools/, tested like the package.
@@ -25,3 +29,14 @@ def fields_of(message: Any) -> dict[str, Any]:
     values = {name: getattr(message, name) for name in type(message).model_fields}
     values["__class__"] = type(message)
     return values
+
+
+def assert_record_refused(load: Callable[[Any], Any], record: Any, match: str, loc: tuple[Any, ...]) -> None:
+    """`load(record)` raises exactly a pydantic ValidationError matching `match`, its first error at
+    `loc`, and leaves the record as it was (bad input changes nothing, the caller's dict included)."""
+    before = copy.deepcopy(record)
+    with pytest.raises(ValidationError, match=match) as raised:
+        load(record)
+    assert raised.type is ValidationError
+    assert raised.value.errors()[0]["loc"] == loc
+    assert record == before

@@ -33,6 +33,7 @@ from lionmsg import (
     Progression,
     System,
 )
+from tests.conftest import assert_record_refused
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -1038,12 +1039,7 @@ def test_a_falsy_kind_argument_is_not_given_and_update_clears_a_field() -> None:
 def test_a_manager_record_item_whose_lion_class_is_no_string_is_a_validation_error() -> None:
     record = _mixed().to_dict()
     record["messages"]["collections"][2]["metadata"]["lion_class"] = 1
-    before = copy.deepcopy(record)
-    with pytest.raises(ValidationError, match="lion_class must be a string") as raised:
-        MessageManager.from_dict(record)
-    assert raised.type is ValidationError
-    assert raised.value.errors()[0]["loc"] == ("metadata", "lion_class")
-    assert record == before
+    assert_record_refused(MessageManager.from_dict, record, "lion_class must be a string", ("metadata", "lion_class"))
 
 
 def test_a_manager_record_naming_its_system_in_upper_case_loads() -> None:
