@@ -21,8 +21,9 @@ import argparse
 import codecs
 import contextlib
 import json
+import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -164,6 +165,7 @@ def _validate(args: argparse.Namespace, out: TextIO) -> int:
     from lionmsg.generated.messages import Message
 
     validator = _record_validator()
+    report = _Verdicts(out)
     checked = invalid = unreadable = 0
     for path in args.files:
         try:
@@ -176,24 +178,68 @@ def _validate(args: argparse.Namespace, out: TextIO) -> int:
             checked += 1
             if entry.syntax_error is not None:
                 invalid += 1
-                out.write(f"{entry.where}: {entry.syntax_error}\n")
+                report.write(f"{entry.where}: {entry.syntax_error}\n")
                 continue
             errors = validator.errors(entry.record)
             if errors:
                 invalid += 1
                 kind = KINDS[validator.kind_of(entry.record)]
-                out.write(f"{entry.where}: invalid {kind} record{_id_of(entry.record)}\n")
-                out.writelines(f"    {error}\n" for error in errors)
+                report.write(f"{entry.where}: invalid {kind} record{_id_of(entry.record)}\n")
+                report.writelines(f"    {error}\n" for error in errors)
                 continue
             try:
                 Message.from_dict(entry.record)
             except (ValueError, TypeError) as error:  # the schema and the loader must agree: say so loudly
                 invalid += 1
-                out.write(f"{entry.where}: valid against the schemas but rejected by lionmsg: {error}\n")
-    out.write(f"{checked} record(s) checked, {invalid} invalid, {unreadable} file(s) unreadable\n")
+                report.write(f"{entry.where}: valid against the schemas but rejected by lionmsg: {error}\n")
+    report.write(f"{checked} record(s) checked, {invalid} invalid, {unreadable} file(s) unreadable\n")
+    report.flush()
     if unreadable:
         return EXIT_USAGE
     return EXIT_INVALID if invalid else EXIT_OK
+
+
+class _Verdicts:
+    """validate's report. When its reader leaves (`lionmsg validate ... | head`), the rest of the report
+    is dropped but every record is still checked, so the exit status stays the verdict on all of them
+    (what `set -o pipefail` sees); the other commands just stop (`_main`'s BrokenPipeError)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._reader_left = False
+
+    def write(self, text: str) -> None:
+        if not self._reader_left:
+            self._guarded(self._out.write, text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not self._reader_left:
+            self._guarded(self._out.flush)
+
+    def _guarded(self, operation: Callable[..., object], *args: str) -> None:
+        try:
+            operation(*args)
+        except BrokenPipeError:
+            self._reader_left = True
+            _discard_output(self._out)
+
+
+def _discard_output(stream: TextIO) -> None:
+    """Point a stream whose reader left at the null device: what it still buffers goes nowhere when it
+    is flushed (at the latest when the interpreter exits) instead of raising BrokenPipeError again."""
+    try:
+        descriptor = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # an in-memory stream: nothing is flushed to a pipe
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, descriptor)
+    finally:
+        os.close(null)
 
 
 def _id_of(record: Any) -> str:

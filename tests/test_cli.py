@@ -703,6 +703,24 @@ def test_closed_stdin_is_an_unreadable_input_not_a_traceback(command: str) -> No
     assert done.stderr == "lionmsg: cannot read -: standard input is closed\n"
 
 
+@pytest.mark.parametrize(("records", "status"), [([GOOD] * 2000, 0), ([GOOD] * 1999 + [BAD], 1)])
+def test_validate_keeps_its_verdict_when_the_reader_leaves(
+    tmp_path: Path, records: list[dict[str, Any]], status: int
+) -> None:
+    # `lionmsg validate ... | head`: the report is cut short, every record is still checked, and the exit
+    # status (what `set -o pipefail` reports) is the verdict on all of them; no BrokenPipeError anywhere.
+    source = tmp_path / "records.jsonl"
+    source.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    process = subprocess.Popen(
+        [SCRIPT, "validate", str(source)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    process.stdout.close()  # the reader is gone before the first line is written
+    errors = process.stderr.read()
+    assert (process.wait(timeout=120), errors) == (status, b"")
+
+
 def test_text_the_output_cannot_encode_is_escaped() -> None:
     shown = _script("show", "-", stdin=SURROGATE_RECORD)
     assert (shown.returncode, shown.stderr) == (0, "")
