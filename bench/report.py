@@ -124,6 +124,12 @@ def _verdict(run: _Run, metric: spec.Metric, target: spec.Target, workload: str,
 
 
 def _targets(run: _Run, metric: spec.Metric, workload: str, n: int) -> str:
+    mine = run.records.get((workload, "lionmsg", n))
+    if mine is not None and mine["status"] != "ok":
+        # lionmsg too slow to finish (or broken) is the worst result a row can have, never "n/a"
+        reason = mine["reason"].splitlines()[0] if mine["reason"] else mine["status"]
+        run.misses.append(f"{metric.label}, N={n:,}: not measured — {mine['status']}: {reason}")
+        return "lionmsg not measured ✗"
     verdicts = []
     for target in metric.targets:
         if target.kind in ("speedup", "memory_vs_lionagi"):

@@ -1,10 +1,11 @@
-"""The Markdown report of a run (bench/report.py): verdicts, and what the floor measures against a missed bar."""
+"""The Markdown report of a run (bench/report.py): verdicts, what the floor measures against a missed bar, and
+which unmeasured cells fail a run (bench/run.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench import report
+from bench import report, run
 from bench.spec import TIMES as X
 
 SIZES = (1000, 100000)
@@ -94,3 +95,42 @@ def test_an_index_growth_miss_is_not_excused_by_the_floors_list_scan() -> None:
     text = report.render(_document("index", {"lionmsg": (500.0, 100.0), "lionagi": (1.0, 1.0), "floor": (400.0, 4.0)}))
     assert _misses(text) == [f"- `progression.index(id)`, N=100,000: growth ≤2{X} — measured 5{X}"]
     assert "**Targets missed: 1**:" in text
+
+
+def _unmeasured(document: dict[str, Any], system: str, n: int, status: str, reason: str) -> dict[str, Any]:
+    for record in document["records"]:
+        if (record["system"], record["n"]) == (system, n):
+            record.update(status=status, reason=reason)
+            del record["result"]
+    return document
+
+
+def test_a_lionmsg_cell_left_unmeasured_is_a_miss_not_n_a() -> None:
+    # Too slow to finish is the worst result a row can have: it must count, where the others' skips do not.
+    document = _document("getitem", {"lionmsg": (50.0, 40.0), "lionagi": (1.0, 1.0), "floor": (60.0, 50.0)})
+    text = report.render(_unmeasured(document, "lionmsg", 100000, "timeout", "killed after 600 s"))
+    assert _misses(text) == ["- `pile[id]`, N=100,000: not measured — timeout: killed after 600 s"]
+    assert "**Targets missed: 1**:" in text
+    assert "| `pile[id]` | 100,000 | —¹ | 1 | 50 | — | — | — | lionmsg not measured ✗ |" in text
+
+
+def test_another_systems_skip_leaves_its_bars_n_a() -> None:
+    document = _document("getitem", {"lionmsg": (50.0, 40.0), "lionagi": (1.0, 1.0), "floor": (60.0, 50.0)})
+    text = report.render(_unmeasured(document, "lionagi", 100000, "skipped", "projected 840 s per repetition"))
+    assert _misses(text) == []
+    row = f"| `pile[id]` | 100,000 | 40 | —¹ | 50 | — | 0.8{X} | 1.25{X} | ≥10{X} LionAGI n/a · growth ≤2{X} ✓ |"
+    assert row in text
+
+
+def test_the_run_fails_on_errors_and_on_lionmsg_cells_left_unmeasured() -> None:
+    cells = [
+        {"system": system, "status": status}
+        for system in ("lionmsg", "lionagi", "floor")
+        for status in ("ok", "skipped", "timeout", "error")
+    ]
+    failed = [(cell["system"], cell["status"]) for cell in run.failed_cells(cells, smoke=False)]
+    assert failed == [("lionmsg", "skipped"), ("lionmsg", "timeout"), ("lionmsg", "error")] + [
+        (system, "error") for system in ("lionagi", "floor")
+    ]
+    smoke = [(cell["system"], cell["status"]) for cell in run.failed_cells(cells, smoke=True)]
+    assert smoke == [(cell["system"], cell["status"]) for cell in cells if cell["status"] != "ok"]

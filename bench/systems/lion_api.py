@@ -253,6 +253,7 @@ def exchange_workload(make_exchange: Callable[[], Any], n: int, broadcast: bool)
     plan = [(sender, None, content) for sender, content in spec.broadcast_plan(n)] if broadcast else spec.direct_plan(n)
     kind = "broadcast" if broadcast else "direct"
     copies = n * (count - 1) if broadcast else n
+    expected = {owner: _mail_by_sender(_sent_to(owner, plan)) for owner in (owners[0], owners[-1])}
 
     def rep() -> Timings:
         exchange = make_exchange()
@@ -268,9 +269,32 @@ def exchange_workload(make_exchange: Callable[[], Any], n: int, broadcast: bool)
         expect(delivered == n, f"collect_all delivered {delivered} of {n} {kind} messages")
         inboxes = sum(len(exchange.receive(owner)) for owner in owners)
         expect(inboxes == copies, f"{inboxes} messages in inboxes after {n} {kind} sends, expected {copies}")
+        for owner in (owners[0], owners[-1]):
+            expect(_mail_by_sender(_received(exchange, owner)) == expected[owner], f"{kind} mail misrouted to {owner}")
         return {f"exchange_{kind}_send": sent - start, f"exchange_{kind}_collect": collected - sent}
 
     return rep
+
+
+def _sent_to(owner: Any, plan: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any]]:
+    """What `owner` must receive, as (sender, content): what was sent to it and the others' broadcasts."""
+    return [
+        (sender, content)
+        for sender, recipient, content in plan
+        if recipient == owner or (recipient is None and sender != owner)
+    ]
+
+
+def _received(exchange: Any, owner: Any) -> list[tuple[Any, Any]]:
+    return [(message.sender, message.content) for message in exchange.receive(owner)]
+
+
+def _mail_by_sender(mail: list[tuple[Any, Any]]) -> dict[str, list[int]]:
+    """Each sender's messages (by their content's `seq`), in the order they arrived."""
+    grouped: dict[str, list[int]] = {}
+    for sender, content in mail:
+        grouped.setdefault(str(sender), []).append(content["seq"])
+    return grouped
 
 
 def memory(api: LionApi, n: int) -> Rep:
