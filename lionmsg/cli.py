@@ -143,7 +143,7 @@ def _json_lines(path: str, text: str) -> Iterator[_Entry]:
     # Lines end at "\n" only: str.splitlines() also breaks at U+2028, U+0085, \x1c..., which JSON
     # strings may hold raw (and `fuzz` writes them so), cutting a record in two.
     for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
+        if not line.strip(" \t\r\n"):  # JSON's white space only (str.strip also takes \x1c, NBSP, U+2028...)
             continue
         try:
             yield _Entry(f"{path}:{number}", loads_json(line))

@@ -5,22 +5,31 @@ ajv (2020-12 mode, strict) runs in `clients/typescript/scripts/validate.mjs` ove
 against types generated from the schemas) writes. Each verdict must equal `RecordValidator`'s and, for
 the corpus, what the file's place says: `valid/<kind>/*.json` valid, `invalid/<kind>/*.json` invalid.
 
+Where JavaScript reads JSON differently, the script must not hide it: bytes that are not UTF-8 are not
+JSON to it either, only JSON white space makes a JSON Lines line blank, and integers a double cannot hold
+are listed (`inexact`) while the verdict stays the schema's.
+
 Needs Node.js and the client's pinned packages: `make ts-check` installs them (`npm ci`) and compiles
 the client. Without them these tests fail rather than skip, so CI cannot pass without running them.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import shutil
 import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lionmsg import LION_CLASSES, Message
+from lionmsg import LION_CLASSES, ActionRequest, ActionResponse, Instruction, Message
+from lionmsg.cli import main as lionmsg_main
+from lionmsg.runtime.wire import loads_json
 from lionmsg.schema.files import KINDS
 from lionmsg.schema.validator import RecordValidator
 from tests.samples import failed_action_response, rich_messages
@@ -33,8 +42,9 @@ CORPUS = sorted(path.relative_to(REPO).as_posix() for path in CASES.rglob("*.jso
 SETUP = "run `make ts-check` (npm ci in clients/typescript, then the type check that builds the client)"
 
 
-def _node(script: str, *args: str, stdin: str | None = None) -> list[dict[str, Any]]:
-    """Run a script of the TypeScript client; its output is one JSON object per line."""
+def _node(script: str, *args: str, stdin: str | bytes | None = None) -> list[dict[str, Any]]:
+    """Run a script of the TypeScript client; its output is one JSON object per line. Text on stdin is
+    sent as UTF-8; bytes as they are (input that is not UTF-8)."""
     node = shutil.which("node")
     if node is None:
         pytest.fail(f"Node.js is not on PATH: the cross-language checks need it; {SETUP}")
@@ -42,16 +52,16 @@ def _node(script: str, *args: str, stdin: str | None = None) -> list[dict[str, A
         pytest.fail(f"clients/typescript/node_modules is missing: {SETUP}")
     done = subprocess.run(
         [node, str(CLIENT / "scripts" / script), *args],
-        input=stdin,
+        input=stdin.encode("utf-8") if isinstance(stdin, str) else stdin,
         capture_output=True,
-        text=True,
         cwd=REPO,
         timeout=300,
         check=False,
     )
     if done.returncode != 0:
-        pytest.fail(f"node {script} exited {done.returncode}:\n{done.stderr}")
-    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+        pytest.fail(f"node {script} exited {done.returncode}:\n{done.stderr.decode('utf-8', 'replace')}")
+    # Lines end at "\n" only: a parse error quotes the input, which may hold U+2028 raw (splitlines cuts).
+    return [json.loads(line) for line in done.stdout.decode("utf-8").split("\n") if line.strip()]
 
 
 def _ajv_lines(records: list[Any]) -> list[dict[str, Any]]:
@@ -68,9 +78,10 @@ def _validator() -> RecordValidator:
 
 
 def _python_verdict(path: Path) -> bool:
-    """The Python validator's verdict on a file; a file that is not JSON is invalid."""
+    """The Python validator's verdict on a file; a file that is not JSON is invalid. Read as `lionmsg
+    validate` reads it: json.loads would take a BOM and decode an encoded lone surrogate."""
     try:
-        record = json.loads(path.read_bytes())
+        record = loads_json(path.read_bytes())
     except ValueError:
         return False
     return _validator().is_valid(record)
@@ -102,6 +113,10 @@ def test_ajv_agrees_with_python_on_the_corpus(name: str, ajv_corpus: dict[str, d
 
 def test_every_corpus_file_was_checked_by_ajv(ajv_corpus: dict[str, dict[str, Any]]) -> None:
     assert sorted(ajv_corpus) == CORPUS
+
+
+def test_the_corpus_holds_no_number_javascript_reads_inexactly(ajv_corpus: dict[str, dict[str, Any]]) -> None:
+    assert {name: line["inexact"] for name, line in ajv_corpus.items() if line["inexact"]} == {}
 
 
 def test_records_lionmsg_writes_pass_ajv() -> None:
@@ -162,3 +177,169 @@ def ajv_edges() -> dict[str, dict[str, Any]]:
 def test_ajv_agrees_with_python_on_edge_inputs(name: str, ajv_edges: dict[str, dict[str, Any]]) -> None:
     ajv = ajv_edges[name]
     assert ajv["valid"] == _validator().is_valid(EDGES[name]), ajv["errors"]
+
+
+# -- what JavaScript reads differently: bytes, blank lines, big integers --------------------------------
+
+
+def _record_bytes(text: bytes) -> bytes:
+    """A valid record as UTF-8 JSON, with `text` spliced raw into its content string."""
+    return json.dumps({"id": _UUID, "created_at": 1.0, "content": "@@"}).encode("utf-8").replace(b"@@", text)
+
+
+# A decoder that replaces what is not UTF-8 with U+FFFD makes the bad ones valid records.
+FILE_BYTES: dict[str, tuple[bytes, bool]] = {
+    "utf-8": (_record_bytes("caf\u00e9".encode()), True),
+    "latin-1-byte": (_record_bytes(b"caf\xe9"), False),
+    "encoded-lone-surrogate": (_record_bytes(b"\xed\xa0\x80"), False),
+    "truncated-sequence": (_record_bytes(b"\xe2\x82"), False),
+    "bom": (b"\xef\xbb\xbf" + _record_bytes(b"x"), False),  # refused by both, as before
+}
+
+
+@pytest.mark.parametrize("name", list(FILE_BYTES))
+def test_a_file_that_is_not_utf8_is_a_parse_error_as_in_lionmsg(name: str, tmp_path: Path) -> None:
+    data, expected = FILE_BYTES[name]
+    path = tmp_path / f"{name}.json"
+    path.write_bytes(data)
+    [ajv] = _node("validate.mjs", str(path))
+    assert ajv["valid"] is expected, ajv["errors"]
+    assert _python_verdict(path) is expected
+    if not expected:
+        assert [error["keyword"] for error in ajv["errors"]] == ["parse"]
+
+
+def test_a_stdin_line_that_is_not_utf8_is_that_lines_parse_error() -> None:
+    good = _record_bytes("caf\u00e9".encode())
+    lines = [good, _record_bytes(b"caf\xe9"), _record_bytes(b"\xed\xa0\x80"), good]
+    verdicts = _node("validate.mjs", "--stdin", stdin=b"\n".join(lines) + b"\n")
+    assert [(line["file"], line["valid"]) for line in verdicts] == [
+        ("<stdin>:1", True),
+        ("<stdin>:2", False),
+        ("<stdin>:3", False),
+        ("<stdin>:4", True),
+    ]
+    assert [error["keyword"] for line in verdicts[1:3] for error in line["errors"]] == ["parse", "parse"]
+
+
+# Blank means JSON white space only (RFC 8259 `ws`). JavaScript's trim() also drops a BOM, NBSP, U+2028
+# and \v; Python's str.strip() drops \x1c, NBSP, U+2028 and \v but not a BOM.
+BLANK_OR_NOT = b"\n".join(
+    [
+        b"\xef\xbb\xbf",  # 1: a BOM
+        b"\x1c",  # 2
+        b" \t\r",  # 3: blank
+        b"",  # 4: blank
+        _record_bytes(b"x"),  # 5: a valid record
+        "\u00a0".encode(),  # 6
+        "\u2028".encode(),  # 7
+        b"\x0b",  # 8
+        b"",  # the end of the last line
+    ]
+)
+NOT_BLANK = [1, 2, 6, 7, 8]
+
+
+def test_only_json_white_space_makes_a_stdin_line_blank() -> None:
+    verdicts = _node("validate.mjs", "--stdin", stdin=BLANK_OR_NOT)
+    assert [line["file"] for line in verdicts] == [f"<stdin>:{number}" for number in [1, 2, 5, 6, 7, 8]]
+    assert [line["valid"] for line in verdicts] == [False, False, True, False, False, False]
+    assert {error["keyword"] for line in verdicts if not line["valid"] for error in line["errors"]} == {"parse"}
+
+
+def test_lionmsg_validate_skips_the_same_blank_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(BLANK_OR_NOT), encoding="utf-8"))
+    out = io.StringIO()
+    lionmsg_main(["validate", "-"], out=out)
+    reported = [int(number) for number in re.findall(r"^-:(\d+): ", out.getvalue(), re.MULTILINE)]
+    assert reported == NOT_BLANK, out.getvalue()
+
+
+_BIG = 2**60 + 1  # a 64-bit id: JSON.parse reads 2**60
+
+
+# What lionmsg writes (to_json) and the paths where JavaScript holds another number than the text wrote.
+INEXACT: dict[str, tuple[Message, list[str]]] = {
+    "metadata-2**60+1": (
+        Instruction(content={"instruction": "x"}, metadata={"trace_id": _BIG}),
+        ["/metadata/trace_id"],
+    ),
+    "metadata-without": (Instruction(content={"instruction": "x"}, metadata={"trace_id": 7}), []),
+    "largest-safe-integer": (Message(metadata={"n": [2**53 - 1, -(2**53) + 1]}), []),
+    "2**53-either-sign": (Message(metadata={"n": [2**53, -(2**53)]}), ["/metadata/n/0", "/metadata/n/1"]),
+    "float-1e16": (Message(metadata={"score": 1e16, "big": 1.5e300}), []),  # written 1e+16: a double in Python too
+    "key-escaped": (Message(metadata={"a/b~c": _BIG}), ["/metadata/a~1b~0c"]),
+    "tool-arguments": (
+        ActionRequest(content={"function": "get", "arguments": {"ids": [1, 2**63 - 1]}}),
+        ["/content/arguments/ids/1"],
+    ),
+    "output-10**400": (
+        ActionResponse(content={"function": "f", "arguments": {}, "output": 10**400}),
+        ["/content/output"],
+    ),
+    "prompt-context": (
+        Instruction(content={"prompt_context": [{"id": -(2**64)}, 3]}),
+        ["/content/prompt_context/0/id"],
+    ),
+    "generic-content": (Message(content={"ids": {"x": _BIG}}), ["/content/ids/x"]),
+}
+
+
+@pytest.fixture(scope="module")
+def ajv_inexact() -> dict[str, dict[str, Any]]:
+    lines = "".join(message.to_json() + "\n" for message, _ in INEXACT.values())
+    verdicts = _node("validate.mjs", "--stdin", stdin=lines)
+    return dict(zip(INEXACT, verdicts, strict=True))
+
+
+@pytest.mark.parametrize("name", list(INEXACT))
+def test_integers_javascript_cannot_hold_are_flagged_without_changing_the_verdict(
+    name: str, ajv_inexact: dict[str, dict[str, Any]]
+) -> None:
+    message, paths = INEXACT[name]
+    ajv = ajv_inexact[name]
+    assert ajv["inexact"] == paths
+    assert ajv["valid"], ajv["errors"]  # the schemas leave these values free: valid before and after
+    assert _validator().is_valid(loads_json(message.to_json()))
+
+
+def test_a_float_literal_or_a_duplicate_key_is_judged_by_the_literal_json_parse_keeps() -> None:
+    head = f'{{"id": "{_UUID}", "created_at": 1.0, "content": '
+    lines = [
+        head + '{"a": 9007199254740993, "a": 1}}',  # the last of duplicate keys is the value
+        head + '{"a": 1, "a": 9007199254740993}}',
+        head + "[1e400, 2e0, 9007199254740993.0, -0, 12345678901234567890123]}",
+    ]
+    verdicts = _node("validate.mjs", "--stdin", stdin="\n".join(lines))
+    assert [line["inexact"] for line in verdicts] == [[], ["/content/a"], ["/content/0", "/content/4"]]
+
+
+# -- the README's commands ----------------------------------------------------------------------------
+
+README = CLIENT / "README.md"
+_FROM = {"# from the repository root": REPO, "# from clients/typescript": CLIENT}
+
+
+def _readme_commands() -> list[tuple[Path, str]]:
+    """The `node` commands of the README's sh blocks, with the directory each block says it runs in."""
+    commands = []
+    for block in re.findall(r"^```sh\n(.*?)^```", README.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL):
+        lines = block.splitlines()
+        assert lines[0] in _FROM, f"an sh block of {README.name} must start with one of {list(_FROM)}"
+        commands += [(_FROM[lines[0]], line.split("  #")[0].strip()) for line in lines[1:] if "node " in line]
+    return commands
+
+
+def test_the_readme_commands_work_where_it_runs_them() -> None:
+    """Paths are resolved against the current directory: each command works in its block's directory,
+    and every `node ...` the text names is one of them."""
+    commands = _readme_commands()
+    named = re.findall(r"`(node [^`]+)`", README.read_text(encoding="utf-8"))
+    assert set(named) <= {command for _, command in commands}
+    assert commands
+    for cwd, command in commands:
+        done = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command], cwd=cwd, capture_output=True, timeout=300, check=False
+        )
+        assert done.returncode == 0, f"{command} (in {cwd}): {done.stderr.decode()}"
+        assert done.stdout, f"{command} (in {cwd}) printed nothing"

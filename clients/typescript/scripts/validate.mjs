@@ -4,10 +4,31 @@
 //   node scripts/validate.mjs PATH...       (files, or directories searched recursively for *.json)
 //   node scripts/validate.mjs --stdin       (one record per input line, JSON Lines)
 //
-// Prints one JSON line per record: {"file": <path relative to the repository, or "<stdin>:N">,
-// "valid": true|false, "errors": [...]}. Each file holds one record; a file that is not JSON is
-// reported as invalid with a `parse` error. Exit status 0 when every input was checked (verdicts are
-// data, not failures), 2 on bad usage, 1 on a crash (schema that does not compile, unreadable input).
+// PATHs are resolved against the current directory, as any command's are. Prints one JSON line per
+// record: {"file": <path relative to the repository, or "<stdin>:N">, "valid": true|false,
+// "errors": [...], "inexact": [...]}. Exit status 0 when every input was checked (verdicts are data,
+// not failures), 2 on bad usage, 1 on a crash (schema that does not compile, unreadable input).
+//
+// Text is UTF-8, strictly (RFC 8259 §8.1; `lionmsg validate` refuses anything else as "not UTF-8
+// text"): bytes that are not UTF-8 (`caf\xe9`, an encoded lone surrogate `\xed\xa0\x80`) and a leading
+// BOM make the input not JSON, where a lenient decoder would read U+FFFD or drop the BOM and say valid.
+// Each file holds one record; a file that is not JSON is reported as invalid with a `parse` error.
+// On --stdin each line is one record and is decoded on its own (a "\n" byte never occurs inside a
+// UTF-8 sequence): a line that is not UTF-8 is that line's `parse` error and the other lines are still
+// checked, as a bad file among good ones is. (`lionmsg validate -` refuses the whole of such an input
+// as unreadable instead: neither calls the bad record valid.) A line made only of JSON white space
+// (space, tab, CR: RFC 8259 `ws`) is blank and skipped; any other line is a record, so a line holding
+// only a BOM or a U+001C is a `parse` error (JavaScript's trim() drops the BOM, Python's strip() \x1c).
+//
+// `inexact` lists the instancePath of every number JavaScript cannot hold as the record wrote it: an
+// integer literal beyond ±(2^53 - 1), which JSON.parse rounds (2^60 + 1 reads as 2^60), and any
+// literal beyond the largest double, which it reads as Infinity (JSON.stringify then writes null).
+// Python reads integers exactly, so a JS service that reads such a record and writes it back changes
+// it although ajv calls both valid. It is information: `valid` stays the schema's verdict, which must
+// agree with the Python validator's. Whether a number is an integer is read from its literal, because
+// `1e+16` (a float in Python too) reads the same in both languages; Node.js 20's JSON.parse does not
+// give a reviver the source text (only behind --harmony-json-parse-with-source), so the literals are
+// found by a scan of their own.
 //
 // The schema is `schemas/bundle.json`: every schema file embedded under `$defs` with its `$id` kept,
 // so ajv resolves every `$ref` inside one document and nothing is fetched.
@@ -61,12 +82,117 @@ function* jsonFiles(path) {
   }
 }
 
-function verdict(validate, name, text) {
+// fatal: bytes that are not UTF-8 throw instead of turning into U+FFFD. ignoreBOM: a BOM is kept in
+// the text (by default it is dropped unseen) so that it is refused, as lionmsg's reader refuses it.
+const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+// RFC 8259 `ws`. trim() would also take U+FEFF, U+00A0, U+2028... which make a line not JSON.
+const JSON_WHITE_SPACE = new Set([0x20, 0x09, 0x0d, 0x0a]);
+const INTEGER_LITERAL = /^-?\d+$/;
+const NUMBER_LITERAL = /-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+
+/** The JSON text `bytes` hold; throws when they are not UTF-8 or begin with a BOM. */
+function utf8Text(bytes) {
+  let text;
+  try {
+    text = UTF8.decode(bytes);
+  } catch {
+    throw new Error("not UTF-8 text: JSON between systems is UTF-8 (RFC 8259 §8.1)");
+  }
+  if (text.startsWith("\ufeff")) {
+    throw new Error("Unexpected UTF-8 BOM: JSON writers must not add one (RFC 8259 §8.1)");
+  }
+  return text;
+}
+
+/** A JSON Pointer reference token (RFC 6901), as ajv writes them in `instancePath`. */
+function pointerToken(key) {
+  return String(key).replaceAll("~", "~0").replaceAll("/", "~1");
+}
+
+/** Where the string starting at `text[start]` (a `"`) ends: the index after its closing quote. */
+function stringEnd(text, start) {
+  let at = start + 1;
+  while (text[at] !== '"') at += text[at] === "\\" ? 2 : 1;
+  return at + 1;
+}
+
+/** Every number literal in `text`, JSON that JSON.parse accepted, by the instancePath of its value; of
+ * duplicate keys the last one's wins, as in JSON.parse. A loop, not recursion: JSON.parse reads
+ * documents nested deeper than a recursive scan could go. */
+export function numberLiterals(text) {
+  const literals = new Map();
+  const open = []; // enclosing containers, innermost last: {path, object, key, keyNext}
+  const here = () => {
+    const top = open.at(-1);
+    return top === undefined ? "" : `${top.path}/${pointerToken(top.key)}`;
+  };
+  let at = 0;
+  while (at < text.length) {
+    const char = text[at];
+    const top = open.at(-1);
+    if (char === "{" || char === "[") {
+      const object = char === "{";
+      open.push({ path: here(), object, key: object ? "" : 0, keyNext: object });
+      at += 1;
+    } else if (char === "}" || char === "]") {
+      open.pop();
+      at += 1;
+    } else if (char === ",") {
+      if (top.object) top.keyNext = true;
+      else top.key += 1;
+      at += 1;
+    } else if (char === '"') {
+      const end = stringEnd(text, at);
+      if (top?.keyNext) {
+        top.key = JSON.parse(text.slice(at, end));
+        top.keyNext = false;
+      }
+      at = end;
+    } else if (char === "-" || (char >= "0" && char <= "9")) {
+      NUMBER_LITERAL.lastIndex = at;
+      const literal = NUMBER_LITERAL.exec(text)[0];
+      literals.set(here(), literal);
+      at += literal.length;
+    } else {
+      at += 1; // white space, ":" and the letters of true, false and null
+    }
+  }
+  return literals;
+}
+
+/** JavaScript holds another number than `literal` wrote: an infinity, or an integer past 2^53 - 1 that
+ * was rounded. A literal with a fraction or an exponent is a double in Python as well, rounded alike. */
+function isInexact(value, literal = String(value)) {
+  if (!Number.isFinite(value)) return true;
+  return INTEGER_LITERAL.test(literal) && !Number.isSafeInteger(value);
+}
+
+/** The instancePath of every number in `record` that JSON.parse did not read as `text` wrote it. */
+export function inexactPaths(record, text) {
+  const literals = numberLiterals(text);
+  const found = [];
+  const pending = [["", record]]; // a stack, children pushed in reverse: found in document order
+  while (pending.length > 0) {
+    const [path, value] = pending.pop();
+    if (typeof value === "number") {
+      if (isInexact(value, literals.get(path))) found.push(path);
+    } else if (value !== null && typeof value === "object") {
+      const children = Object.entries(value).map(([key, child]) => [`${path}/${pointerToken(key)}`, child]);
+      pending.push(...children.reverse());
+    }
+  }
+  return found;
+}
+
+function verdict(validate, name, bytes) {
+  let text;
   let record;
   try {
+    text = utf8Text(bytes);
     record = JSON.parse(text);
   } catch (error) {
-    return { file: name, valid: false, errors: [{ keyword: "parse", message: String(error.message) }] };
+    const errors = [{ keyword: "parse", message: String(error.message) }];
+    return { file: name, valid: false, errors, inexact: [] };
   }
   const valid = validate(record);
   const errors = (validate.errors ?? []).map(({ instancePath, schemaPath, keyword, message }) => ({
@@ -75,7 +201,22 @@ function verdict(validate, name, text) {
     keyword,
     message,
   }));
-  return { file: name, valid, errors: valid ? [] : errors };
+  return { file: name, valid, errors: valid ? [] : errors, inexact: inexactPaths(record, text) };
+}
+
+/** The lines of `bytes`, split at "\n" as String.split would be: a 0x0A byte is never inside a UTF-8
+ * sequence, so each line can be decoded (and refused) on its own. */
+function* byteLines(bytes) {
+  for (let start = 0; start <= bytes.length; ) {
+    const newline = bytes.indexOf(0x0a, start);
+    const end = newline === -1 ? bytes.length : newline;
+    yield bytes.subarray(start, end);
+    start = end + 1;
+  }
+}
+
+function isBlank(bytes) {
+  return bytes.every((byte) => JSON_WHITE_SPACE.has(byte));
 }
 
 function main(argv) {
@@ -86,14 +227,15 @@ function main(argv) {
   const { validate } = recordValidator();
   const out = [];
   if (argv.length === 1 && argv[0] === "--stdin") {
-    const lines = readFileSync(0, "utf8").split("\n");
-    lines.forEach((line, index) => {
-      if (line.trim()) out.push(verdict(validate, `<stdin>:${index + 1}`, line));
-    });
+    let number = 0;
+    for (const line of byteLines(readFileSync(0))) {
+      number += 1;
+      if (!isBlank(line)) out.push(verdict(validate, `<stdin>:${number}`, line));
+    }
   } else {
     for (const arg of argv) {
       for (const file of jsonFiles(resolve(arg))) {
-        out.push(verdict(validate, relative(REPO, file).split("\\").join("/"), readFileSync(file, "utf8")));
+        out.push(verdict(validate, relative(REPO, file).split("\\").join("/"), readFileSync(file)));
       }
     }
   }
