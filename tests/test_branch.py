@@ -163,6 +163,46 @@ def test_the_selected_view_follows_the_history() -> None:
     assert branch.msgs.to_chat_msgs(branch.progression) == [{"role": "system", "content": "S2"}]
 
 
+def _instructions(branch: Branch, ids: Any) -> list[str]:
+    return [branch.messages[ident].content.instruction for ident in ids]
+
+
+def test_a_message_an_observer_adds_joins_the_view_where_the_history_has_it() -> None:
+    manager = MessageManager()
+
+    def follow_up(message: Any) -> None:
+        if message.content.instruction == "question":
+            manager.add_message(instruction="follow-up")  # tracked before the view hears of "question"
+
+    manager.on_message_added.append(follow_up)
+    branch = Branch(msgs=manager)
+    branch.metadata["current_progression"] = Progression()
+    manager.add_message(instruction="question")
+    assert _instructions(branch, manager.progression) == ["question", "follow-up"]
+    assert _instructions(branch, branch.progression) == ["question", "follow-up"]
+    assert [m["content"] for m in manager.to_chat_msgs(branch.progression)] == [
+        "Instruction: question",
+        "Instruction: follow-up",
+    ]
+
+
+def test_concurrent_additions_join_the_view_in_history_order() -> None:
+    manager = MessageManager()
+
+    async def slow_for_the_first(message: Any) -> None:
+        await asyncio.sleep(0.01 if message.content.instruction == "first" else 0)
+
+    async def main() -> None:
+        await asyncio.gather(manager.a_add_message(instruction="first"), manager.a_add_message(instruction="second"))
+
+    branch = Branch(msgs=manager)
+    manager.on_message_added.insert(0, slow_for_the_first)  # the view's tracker runs after it
+    branch.metadata["current_progression"] = Progression()
+    asyncio.run(main())
+    assert _instructions(branch, manager.progression) == ["first", "second"]
+    assert _instructions(branch, branch.progression) == ["first", "second"]
+
+
 def test_without_a_selected_view_the_branch_reads_the_whole_history() -> None:
     branch = _branch()
     branch.msgs.add_message(instruction="four")

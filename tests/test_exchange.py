@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import pickle
+import threading
 import time
 from typing import Any
 from uuid import UUID, uuid4
@@ -219,6 +220,57 @@ def test_collect_takes_the_outbox_in_order_past_gaps_and_missing_messages() -> N
     assert run(exchange.collect(a)) == 0
 
 
+def test_a_record_leaves_out_a_queued_id_whose_message_is_gone() -> None:
+    """The ADR's missing queued object: collecting skips it, so the record, which must load, leaves it out."""
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    gone, kept = exchange.send(a, b, "gone"), exchange.send(a, b, "kept")
+    flow = exchange.get(a)
+    assert flow is not None
+    flow.items.pop(gone.id)
+    for restored in (Exchange.from_dict(exchange.to_dict()), Exchange.model_validate(exchange.model_dump())):
+        queued = restored.get(a)
+        assert queued is not None
+        assert list(queued.outbox) == [kept.id]
+        assert run(restored.collect(a)) == 1
+    assert list(flow.outbox) == [gone.id, kept.id]  # writing changed nothing
+
+
+def test_a_flow_changed_into_a_state_no_record_loads_is_refused_when_written() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    unqueued = exchange.send(a, b, "unqueued")
+    sender = exchange.get(a)
+    assert sender is not None
+    sender.outbox.remove(unqueued.id)  # in the pile, in no progression
+    with pytest.raises(ValueError, match=r"^cannot write the flow's record: a message in its items is in no "):
+        exchange.to_dict()
+    sender.outbox.append(unqueued.id)
+    run(exchange.collect(a))
+    receiver = exchange.get(b)
+    assert receiver is not None
+    receiver.items.pop(unqueued.id)  # an inbox naming a message its flow no longer holds
+    with pytest.raises(ValueError, match=rf"^cannot write the flow's record: inbox_{a} lists {unqueued.id}, not in"):
+        exchange.to_json()
+
+
+def test_pop_message_past_an_inbox_entry_whose_message_is_gone_changes_nothing() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    first, second = exchange.send(a, b, "1"), exchange.send(a, b, "2")
+    run(exchange.collect(a))
+    flow = exchange.get(b)
+    assert flow is not None
+    flow.items.pop(first.id)
+    before = flow_state(flow)
+    with pytest.raises(KeyError, match=f"{first.id} is not in the pile"):
+        exchange.pop_message(b, a)
+    assert flow_state(flow) == before
+    flow.items.include(first)  # back in the pile: the inbox was left as it was
+    assert exchange.pop_message(b, a) is first
+    assert exchange.pop_message(b, a) is second
+
+
 # -- broadcast ------------------------------------------------------------------------------------
 
 
@@ -256,6 +308,24 @@ def test_an_uncopyable_broadcast_payload_is_shared() -> None:
     exchange.send(a, None, payload)
     assert run(exchange.collect(a)) == 1
     assert exchange.receive(b)[0].content is payload
+
+
+def test_a_broadcast_holding_a_lock_shares_only_the_lock() -> None:
+    """A value deepcopy refuses is shared inside copies of what surrounds it, as clone() shares it."""
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+    sent = exchange.send(a, None, {"items": [1]})
+    lock = threading.Lock()
+    sent.metadata.update(lock=lock, trace={"step": 1})
+    assert run(exchange.collect(a)) == 1
+    (to_b,), (to_c,) = exchange.receive(b), exchange.receive(c)
+    to_b.content["items"].append(2)
+    to_b.metadata["trace"]["step"] = 2
+    assert (to_c.content, sent.content) == ({"items": [1]}, {"items": [1]})
+    assert (to_c.metadata["trace"], sent.metadata["trace"]) == ({"step": 1}, {"step": 1})
+    assert to_b.metadata["lock"] is lock
+    assert to_c.metadata["lock"] is lock
+    assert to_b.id == to_c.id == sent.id
 
 
 # -- direct delivery only to registered UUID owners -----------------------------------------------
@@ -320,7 +390,7 @@ def test_channel_does_not_affect_delivery() -> None:
 # -- best effort: unregistered before delivery, failed inbox writes -------------------------------
 
 
-def test_a_recipient_that_unregisters_before_delivery_receives_nothing_and_does_not_count() -> None:
+def test_a_recipient_that_leaves_while_the_collect_waits_receives_nothing_and_does_not_count() -> None:
     exchange = Exchange()
     a, b, c = owners(exchange, 3)
     exchange.send(a, b, "direct")
@@ -328,52 +398,116 @@ def test_a_recipient_that_unregisters_before_delivery_receives_nothing_and_does_
 
     async def main() -> int:
         collecting = asyncio.ensure_future(exchange.collect(a))
-        await asyncio.sleep(0)  # the outbox was routed; delivery waits for the next turn
+        await asyncio.sleep(0)  # the collect waits at its yield, before routing anything
         exchange.unregister(b)
         return await collecting
 
     assert run(main()) == 1  # only the broadcast reached someone (c)
     assert [m.content for m in exchange.receive(c)] == ["broadcast"]
     assert exchange.receive(b) == []
-    # The whole outbox was routed before b left (the direct message and b's copy of the broadcast);
-    # both undelivered pairs are in the drop record.
-    assert [(d.recipient, d.reason) for d in exchange.dropped] == [(str(b), DROP_UNREGISTERED)] * 2
+    # Routed after b left: the direct message found no owner, the broadcast had no copy for b.
+    assert [(d.recipient, d.reason) for d in exchange.dropped] == [(str(b), DROP_UNKNOWN_RECIPIENT)]
 
 
-def test_a_collect_cancelled_at_its_yield_still_delivers_the_mail_it_took() -> None:
+def test_a_recipient_unregistered_while_its_copy_is_made_is_a_drop() -> None:
+    """Routing runs no await, but a broadcast's deep copies run the payload's own code."""
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+
+    class Leaving:
+        def __deepcopy__(self, memo: Any) -> Any:
+            if exchange.get(b) is not None:
+                exchange.unregister(b)
+            return Leaving()
+
+    exchange.send(a, None, Leaving())
+    assert run(exchange.collect(a)) == 1
+    assert [type(m.content) for m in exchange.receive(c)] == [Leaving]
+    assert [(d.recipient, d.reason) for d in exchange.dropped] == [(str(b), DROP_UNREGISTERED)]
+
+
+def test_a_record_written_while_a_collect_waits_holds_all_its_mail() -> None:
     exchange = Exchange()
     a, b, c = owners(exchange, 3)
     direct = exchange.send(a, b, "direct")
     broadcast = exchange.send(a, None, "broadcast")
 
+    async def main() -> dict[str, Any]:
+        collecting = asyncio.ensure_future(exchange.collect(a))
+        await asyncio.sleep(0)  # the collect waits at its yield: a snapshot task runs now
+        record = exchange.to_dict()
+        assert await collecting == 2
+        return record
+
+    restored = Exchange.from_dict(run(main()))
+    sender = restored.get(a)
+    assert sender is not None
+    assert list(sender.outbox) == [direct.id, broadcast.id]
+    assert run(restored.collect(a)) == 2
+    assert [m.id for m in restored.receive(b)] == [direct.id, broadcast.id]
+    assert [m.id for m in restored.receive(c)] == [broadcast.id]
+    assert restored.dropped == []
+
+
+def test_a_collect_cancelled_at_its_yield_takes_nothing() -> None:
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+    direct = exchange.send(a, b, "direct")
+    broadcast = exchange.send(a, None, "broadcast")
+    before = state(exchange)
+
     async def main() -> None:
         collecting = asyncio.ensure_future(exchange.collect(a))
-        await asyncio.sleep(0)  # the outbox was taken and routed; delivery waits for the next turn
+        await asyncio.sleep(0)  # the collect waits at its yield
         collecting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await collecting
 
     run(main())
+    assert state(exchange) == before
+    assert run(exchange.collect(a)) == 2  # the mail is delivered by the next collect, once
     assert [m.id for m in exchange.receive(b)] == [direct.id, broadcast.id]
     assert [m.id for m in exchange.receive(c)] == [broadcast.id]
-    sender = exchange.get(a)
-    assert sender is not None
-    assert list(sender.outbox) == []
     assert exchange.dropped == []
-    assert run(exchange.collect(a)) == 0  # delivered once, not again
 
 
-def test_a_collect_closed_at_its_yield_still_delivers_the_mail_it_took() -> None:
+def test_a_collect_closed_at_its_yield_takes_nothing() -> None:
     """A pending task destroyed with its event loop is closed (GeneratorExit), not cancelled."""
     exchange = Exchange()
     a, b = owners(exchange, 2)
     sent = exchange.send(a, b, "first")
+    before = state(exchange)
     collecting = exchange.collect(a)
-    collecting.send(None)  # runs to its one yield: the outbox is taken and routed
+    collecting.send(None)  # runs to its one yield
     collecting.close()
+    assert state(exchange) == before
+    assert run(exchange.collect(a)) == 1
     assert [m.id for m in exchange.receive(b)] == [sent.id]
-    assert exchange.dropped == []
-    assert run(exchange.collect(a)) == 0
+
+
+def test_an_owner_that_leaves_while_its_collect_waits_collects_nothing() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    exchange.send(a, b, "queued")
+
+    async def main() -> int:
+        collecting = asyncio.ensure_future(exchange.collect(a))
+        await asyncio.sleep(0)
+        exchange.unregister(a)  # its queued mail goes to the drop record
+        return await collecting
+
+    assert run(main()) == 0
+    assert exchange.receive(b) == []
+    assert [d.reason for d in exchange.dropped] == [DROP_SENDER_UNREGISTERED]
+
+
+def test_an_empty_outbox_is_collected_without_yielding() -> None:
+    exchange = Exchange()
+    (a,) = owners(exchange, 1)
+    collecting = exchange.collect(a)
+    with pytest.raises(StopIteration) as finished:
+        collecting.send(None)
+    assert finished.value.value == 0
 
 
 def test_a_collect_cancelled_before_it_starts_leaves_the_outbox_as_it_was() -> None:
@@ -513,6 +647,11 @@ def test_flow_refuses_a_message_it_holds_or_cannot_hold_and_changes_nothing() ->
         flow.queue(held)
     with pytest.raises(TypeError, match=r"^a flow holds messages only, not Flow$"):
         flow.deliver(Flow(), sender)  # type: ignore[arg-type]
+    for stray, name in (("hello", "str"), (None, "NoneType"), ({"id": 1}, "dict")):  # not even elements
+        with pytest.raises(TypeError, match=f"^a flow holds messages only, not {name}$"):
+            flow.queue(stray)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=f"^a flow holds messages only, not {name}$"):
+            flow.deliver(stray, sender)  # type: ignore[arg-type]
     assert flow_state(flow) == before
 
 
@@ -735,6 +874,22 @@ def test_a_flow_record_whose_items_are_not_a_pile_record_is_a_validation_error(i
     with pytest.raises(ValidationError, match="items must be a pile record") as caught:
         Exchange.from_dict(record)
     assert caught.value.errors()[0]["loc"] == ("items",)
+
+
+BAD_DROP = {"message_id": 1, "sender": 2, "recipient": [3], "reason": "r", "detail": {}, "at": "x"}
+
+
+def test_a_drop_entry_given_to_the_constructor_is_checked_as_a_record_is() -> None:
+    """What an Exchange holds it writes, and what it writes must load: a bad entry is refused on the way in."""
+    message = "^a drop record entry has DroppedMail's fields"
+    with pytest.raises(ValueError, match=message):
+        Exchange(dropped=[BAD_DROP])
+    with pytest.raises(ValueError, match=message):
+        Exchange(dropped=[DroppedMail(**BAD_DROP)])
+    with pytest.raises(ValidationError, match="a drop record entry has DroppedMail's fields"):
+        Exchange.model_validate({"dropped": [BAD_DROP]})
+    good = DroppedMail(message_id=str(uuid4()), sender=None, recipient="nobody", reason=DROP_NOT_AN_OWNER)
+    assert Exchange.from_dict(Exchange(dropped=[good]).to_dict()).dropped == [good]
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,12 @@ leaving at once, and failing inbox writes. Afterwards, every sent message is, pe
 either in exactly one inbox (or popped, or gone with its owner's Flow) or in the drop record: nothing
 vanishes, nothing is duplicated, and the collect counts add up to the messages that reached an inbox.
 
-A message's intended recipients are fixed when it is routed: a spy around the Exchange's routing step
-notes the owners registered at that moment (it changes nothing). No timing is asserted:
+A collect with mail waits at one yield before it takes its outbox, then takes, routes and delivers it with
+no further await. So an owner that leaves while collects wait there is never routed to (and its queued
+mail is dropped as `DROP_SENDER_UNREGISTERED`, its own collect taking nothing), nothing in these
+workloads can drop mail as `DROP_UNREGISTERED`, and a record written by another task at any await holds
+all the mail. A message's intended recipients are fixed when it is routed: a spy around the Exchange's
+routing step notes the owners registered at that moment (it changes nothing). No timing is asserted:
 `asyncio.wait_for` only turns a deadlock into a failure instead of a hang."""
 
 from __future__ import annotations
@@ -57,9 +61,12 @@ class Ledger:
         self.routed: dict[UUID, tuple[list[str | None], list[UUID], list[UUID]]] = {}
         self.routed_twice: list[UUID] = []
         self.popped: Counter[Pair] = Counter()
-        self.left: dict[UUID, tuple[Flow, list[Pair]]] = {}  # departed flow id -> (flow, its inbox pairs)
+        # departed flow id -> (flow, its inbox pairs, its outbox), as they were when its owner left
+        self.left: dict[UUID, tuple[Flow, list[Pair], list[UUID]]] = {}
         self.pending_at_departure: list[UUID] = []
         self.ever_unregistered: set[UUID] = set()
+        self.collecting: Counter[UUID] = Counter()  # owner -> its collects started through `collect`, not done
+        self.left_while_collecting = 0  # departures while a collect of the owner's own waited at its yield
         self.collected = 0
         self.delivery_errors_allowed = False
         original = Exchange._route
@@ -93,7 +100,11 @@ class Ledger:
 
     async def collect(self, owner: UUID) -> None:
         if self.ex.has(owner):  # no await between the check and the collect's own check
-            count = await self.ex.collect(owner)
+            self.collecting[owner] += 1
+            try:
+                count = await self.ex.collect(owner)
+            finally:
+                self.collecting[owner] -= 1
             self.collected += count  # not `+= await`: that reads the total before awaiting
 
     async def collect_all(self) -> None:
@@ -104,8 +115,10 @@ class Ledger:
         flow = self.ex.unregister(owner)
         if flow is None:
             return
+        if self.collecting[owner]:  # that collect waits at its yield, having taken nothing
+            self.left_while_collecting += 1
         self.ever_unregistered.add(owner)
-        self.left[flow.id] = (flow, inbox_pairs(flow, owner))
+        self.left[flow.id] = (flow, inbox_pairs(flow, owner), list(flow.outbox))
         self.pending_at_departure.extend(flow.outbox)
 
     def pop(self, owner: UUID, sender: UUID) -> None:
@@ -136,8 +149,9 @@ class Ledger:
             assert_flow_consistent(flow)
             in_inbox.update(inbox_pairs(flow, owner))
         left: Counter[Pair] = Counter()
-        for flow, pairs in self.left.values():
+        for flow, pairs, outbox in self.left.values():
             assert inbox_pairs(flow, UUID(flow.name)) == pairs  # nothing was written to a departed mailbox
+            assert list(flow.outbox) == outbox  # nor taken from it by a collect that waited when it left
             assert_flow_consistent(flow)
             left.update(pairs)
         dropped: Counter[Pair] = Counter()
@@ -188,8 +202,8 @@ class Ledger:
             assert reason == DROP_NOT_AN_OWNER
         elif recipient is not None and recipient not in owners_then:
             assert reason == DROP_UNKNOWN_RECIPIENT
-        else:  # routed to a registered owner that was gone by delivery time
-            assert reason == DROP_UNREGISTERED
+        else:  # routed to an owner registered then, and delivered with no await in between
+            pytest.fail(f"mail routed to a registered owner and written without fail was dropped: {reason}")
 
     def assert_round_trips(self) -> None:
         loaded = Exchange.from_dict(self.ex.to_dict())
@@ -303,11 +317,15 @@ def test_fifty_owners_sending_collecting_and_leaving_at_once_lose_and_duplicate_
     run(workload(ledger, random.Random(seed), owners=50, rounds=25))
     reasons = ledger.assert_conserved()
     ledger.assert_round_trips()
-    # The run exercised what it claims: broadcasts, departures mid-delivery, every routing drop, pops.
+    # The run exercised what it claims: broadcasts, departures while collects wait at their yield (the
+    # departing owner's own among them), every routing drop, pops.
     assert len(ledger.sent) > 500
     assert any(message.recipient is None for message in ledger.sent.values())
-    for reason in (DROP_UNREGISTERED, DROP_SENDER_UNREGISTERED, DROP_UNKNOWN_RECIPIENT, DROP_NOT_AN_OWNER):
+    for reason in (DROP_SENDER_UNREGISTERED, DROP_UNKNOWN_RECIPIENT, DROP_NOT_AN_OWNER):
         assert reasons[reason] > 0, reason
+    # A collect routes and delivers in one step: an owner that left meanwhile is not routed to at all.
+    assert reasons[DROP_UNREGISTERED] == 0
+    assert ledger.left_while_collecting > 0
     assert sum(ledger.popped.values()) > 0
     assert ledger.left
 
@@ -336,7 +354,9 @@ def test_concurrent_collects_of_one_owner_route_each_message_once(monkeypatch: p
 
 def test_owners_leaving_while_broadcasts_are_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every owner broadcasts and collects at once while a task removes owners, one per event-loop turn:
-    the first leaves after every outbox was routed and before any delivery."""
+    the first leaves while every collect waits at its yield, having taken nothing. Its queued mail is
+    dropped with it, its own collect takes nothing, and the other collects route around it (the one
+    message addressed to it finds no such owner); the later departures come after every delivery."""
     ledger = Ledger(Exchange(drop_limit=BIG), monkeypatch)
     owners = [uuid4() for _ in range(50)]
     for owner in owners:
@@ -344,9 +364,13 @@ def test_owners_leaving_while_broadcasts_are_in_flight(monkeypatch: pytest.Monke
     for owner in owners:
         ledger.send(owner, None, str(owner))
         ledger.send(owner, owners[(owners.index(owner) + 1) % 50], "next")
+    first = owners[0]
+    pending_when_the_first_left: list[int] = []
 
     async def remove(leaving: list[UUID]) -> None:
         for owner in leaving:
+            if owner == first:
+                pending_when_the_first_left.append(sum(ledger.collecting.values()))
             ledger.unregister(owner)
             await asyncio.sleep(0)
 
@@ -355,14 +379,85 @@ def test_owners_leaving_while_broadcasts_are_in_flight(monkeypatch: pytest.Monke
         await ledger.until_quiet()
 
     run(main())
+    assert pending_when_the_first_left == [50]
+    assert ledger.left_while_collecting == 1
     reasons = ledger.assert_conserved()
-    assert reasons[DROP_UNREGISTERED] > 0
+    assert reasons == Counter({DROP_SENDER_UNREGISTERED: 2, DROP_UNKNOWN_RECIPIENT: 1})
+    assert not any(message.sender == first for message in ledger.ex.receive(owners[1]))
+    for ident, (_, owners_then, targets) in ledger.routed.items():
+        assert first not in owners_then
+        assert first not in targets
+        assert ledger.sent[ident].sender != first
     for owner in owners:
         if owner not in ledger.ever_unregistered:
             # It got the broadcast of every owner that was still registered when that broadcast was routed.
             got = {message.id for message in ledger.ex.receive(owner)}
             expected = {ident for ident, (intended, _, _) in ledger.routed.items() if str(owner) in intended}
             assert got == expected
+
+
+def test_a_record_written_while_collects_wait_at_their_yield_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """design.md §6.13 under concurrency: a task writes the Exchange's record while every collect waits at
+    its yield, just after some owners left. No collect has taken anything then, so the record holds every
+    message once: queued in its sender's outbox, or dropped with its departed sender. Restored and
+    collected, it ends exactly as the live Exchange did (same inboxes, same drops, same count), and the
+    live one lost nothing."""
+    ledger = Ledger(Exchange(drop_limit=BIG), monkeypatch)
+    rng = random.Random(11)
+    owners = [uuid4() for _ in range(20)]
+    for owner in owners:
+        ledger.register(owner)
+    for owner in owners:
+        for index in range(4):
+            recipient = rng.choice([None, rng.choice(owners), rng.choice(owners), uuid4(), "alice"])
+            ledger.send(owner, recipient, {"from": str(owner), "n": index})
+    leaving = owners[2::6]
+    records: list[dict[str, Any]] = []
+
+    async def leave_then_write_the_record() -> None:
+        # gather started every collect first: each waits at its yield with its outbox untouched.
+        assert sum(ledger.collecting.values()) == len(owners)
+        for owner in leaving:
+            ledger.unregister(owner)
+        records.append(ledger.ex.to_dict())
+
+    async def main() -> None:
+        await asyncio.gather(*(ledger.collect(owner) for owner in owners), leave_then_write_the_record())
+
+    run(main())
+    assert ledger.left_while_collecting == len(leaving)
+    reasons = ledger.assert_conserved()
+    assert reasons[DROP_SENDER_UNREGISTERED] == 4 * len(leaving)
+    assert reasons[DROP_UNREGISTERED] == 0
+
+    (record,) = records
+    restored = Exchange.from_dict(record)
+    assert restored.owner_ids == [owner for owner in owners if owner not in leaving]
+    held: Counter[UUID] = Counter()
+    for owner in restored.owner_ids:
+        flow = restored.get(owner)
+        assert flow is not None
+        assert restored.receive(owner) == []  # nothing delivered yet...
+        assert [ledger.sent[ident].sender for ident in flow.outbox] == [owner] * 4  # ...nor taken
+        held.update(flow.outbox)
+    assert {drop.reason for drop in restored.dropped} == {DROP_SENDER_UNREGISTERED}
+    held.update(UUID(drop.message_id) for drop in restored.dropped)
+    assert held == Counter(set(ledger.sent))  # every message, each once
+
+    monkeypatch.undo()  # the spy's ledger is done: the restored Exchange routes the same ids again
+    collected = run(restored.collect_all())
+    assert collected == ledger.collected
+    assert restored.owner_ids == ledger.ex.owner_ids
+    for owner in restored.owner_ids:
+        again, live = restored.get(owner), ledger.ex.get(owner)
+        assert again is not None
+        assert live is not None
+        assert [(name, list(p)) for name, p in again.inboxes()] == [(name, list(p)) for name, p in live.inboxes()]
+        assert [m.to_dict() for m in again.all_inboxes()] == [m.to_dict() for m in live.all_inboxes()]
+        assert len(again.outbox) == 0
+    drop_keys = [(d.message_id, d.sender, d.recipient, d.reason, d.detail) for d in ledger.ex.dropped]
+    assert [(d.message_id, d.sender, d.recipient, d.reason, d.detail) for d in restored.dropped] == drop_keys
+    assert restored.drop_counts == ledger.ex.drop_counts
 
 
 # -- failing inbox writes -------------------------------------------------------------------------

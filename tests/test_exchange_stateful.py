@@ -1,10 +1,14 @@
 """Exchange as a state machine (ADR-0006 D5, design.md §6.11/§6.13): random registrations, departures,
-direct and broadcast sends, collections (plain, with an owner leaving while deliveries are in flight, with
-a broken inbox), reads and pops, against a model of every mailbox and of the drop record.
+direct and broadcast sends, collections (plain, stepped through their one yield; with an owner leaving,
+and perhaps coming back, while the collect waits at that yield; cancelled or closed there; with an owner
+leaving while the collect routes; with a broken inbox), reads and pops, against a model of every mailbox
+and of the drop record.
 
-The property checked after every step: every sent message is, per intended recipient, either in exactly
-one inbox or in the drop record -- nothing vanishes, nothing is duplicated. A message's intended
-recipients are fixed when it is routed (at collect time): for a broadcast every owner registered then
+The property checked after every step, and at a collect's yield (on the Exchange and on a record written
+there): every sent message is, per intended recipient, either in exactly one inbox or in the drop record
+-- nothing vanishes, nothing is duplicated. A collect with mail yields once, having taken nothing, and
+then takes, routes and delivers its owner's outbox as it is by then, with no await in between. A
+message's intended recipients are fixed when it is routed: for a broadcast every owner registered then
 except the sender, for a direct message its recipient, whatever it is. Until then it is pending in its
 sender's outbox (or dropped with `DROP_SENDER_UNREGISTERED` when the sender leaves first). Mail that was
 delivered and then popped, or that left with its owner's Flow, is accounted for by the model."""
@@ -54,6 +58,20 @@ def spellings(owner: UUID) -> list[Any]:
 
 def drop_key(drop: DroppedMail) -> tuple[str, str | None, str | None, str, str]:
     return (drop.message_id, drop.sender, drop.recipient, drop.reason, drop.detail)
+
+
+class LeavesWhenCopied(dict[str, str]):
+    """Broadcast content whose copying unregisters an owner: code run while a collect routes (the Exchange
+    deep-copies a broadcast's content for each recipient), the one way left for an owner to go between
+    the routing of mail and its delivery. The copies, and the record, hold a plain dict of the same items."""
+
+    def __init__(self, exchange: Exchange, owner: UUID) -> None:
+        super().__init__(leaves=str(owner))
+        self.exchange, self.owner = exchange, owner
+
+    def __deepcopy__(self, memo: Any) -> dict[str, str]:
+        self.exchange.unregister(self.owner)  # the first copy's; later ones find the owner gone already
+        return dict(self)
 
 
 @dataclass
@@ -143,10 +161,12 @@ class ExchangeMachine(RuleBasedStateMachine):
         self.owners.remove(owner)
         self.former.append(owner)
 
-    def model_collect(self, sender: UUID, broken: UUID | None = None, leaver: UUID | None = None) -> int:
-        """Collect the sender's outbox as the Exchange must: route every message first (recording the
-        undeliverable ones), then `leaver` unregisters (after the routing, before any delivery; the
-        caller guarantees the outbox is not empty), then deliver each routed copy in order."""
+    def model_collect(self, sender: UUID, broken: UUID | None = None, copying: tuple[UUID, UUID] | None = None) -> int:
+        """Collect the sender's outbox as the Exchange must once past its yield, all in one step: take the
+        whole outbox, route every message (recording the undeliverable ones), then deliver each routed copy
+        in order. With `copying=(ident, leaver)`, making the copies of broadcast `ident` unregisters
+        `leaver` (when it has anyone to copy it for): mail routed to the leaver is then dropped at delivery,
+        the only way left to `DROP_UNREGISTERED`."""
         ids, self.outbox[sender] = self.outbox[sender], []
         routed: list[tuple[UUID, list[UUID]]] = []
         for ident in ids:
@@ -156,6 +176,8 @@ class ExchangeMachine(RuleBasedStateMachine):
             if recipient is None:
                 targets = [owner for owner in self.owners if owner != sender]
                 self.intended[ident] = [str(target) for target in targets]
+                if copying is not None and copying[0] == ident and targets and copying[1] in self.owners:
+                    self.model_unregister(copying[1])
             else:
                 self.intended[ident] = [drop_address(recipient)]
                 targets = [recipient] if recipient in self.owners else []
@@ -164,14 +186,11 @@ class ExchangeMachine(RuleBasedStateMachine):
                     self.drop(ident, drop_address(recipient), reason)
                     self.fate[(ident, drop_address(recipient))] = reason
             routed.append((ident, targets))
-        if leaver is not None:
-            assert ids, "the caller promised a non-empty outbox"
-            self.model_unregister(leaver)
         delivered: set[UUID] = set()
         for ident, targets in routed:
             for target in targets:
                 key = (ident, str(target))
-                if target not in self.owners:
+                if target not in self.owners:  # unregistered while the outbox was routed
                     self.drop(ident, str(target), DROP_UNREGISTERED)
                     self.fate[key] = DROP_UNREGISTERED
                 elif target == broken:
@@ -183,13 +202,24 @@ class ExchangeMachine(RuleBasedStateMachine):
                     delivered.add(ident)
         return len(delivered)
 
-    def first_is_deliverable(self, owner: UUID) -> bool:
-        if not self.outbox[owner]:
-            return False
-        recipient = self.sent[self.outbox[owner][0]].recipient
-        if recipient is None:
-            return len(self.owners) > 1
-        return recipient in self.owners
+    def stepped(self, coro: Any, at_each_yield: Any) -> tuple[int, Any]:
+        """Run a coroutine one step at a time, with no event loop, calling `at_each_yield` whenever it
+        yields; (how many times it yielded, what it returned)."""
+        yields = 0
+        try:
+            while True:
+                coro.send(None)
+                yields += 1
+                at_each_yield()
+        except StopIteration as stop:
+            return yields, stop.value
+
+    def check_at_a_yield(self) -> None:
+        """What holds at every await: the Exchange matches the model and conserves all mail, and so does
+        the Exchange restored from a record written right then."""
+        for exchange in (self.ex, Exchange.from_dict(self.ex.to_dict())):
+            self.check_matches_model(exchange)
+            self.check_conserved(exchange)
 
     def expected_message(self, ident: UUID, owner: UUID, received: Message) -> None:
         """A received message: the sent object itself when direct, an equal copy when broadcast."""
@@ -359,8 +389,18 @@ class ExchangeMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.owners)
     @rule(data=st.data())
     def collect(self, data: st.DataObject) -> None:
+        """Stepped through by hand: a collect with mail yields exactly once, having taken nothing (the
+        Exchange, and a record written then, are as before it began), and delivers without awaiting
+        again; one with an empty outbox returns 0 without yielding."""
         owner = data.draw(st.sampled_from(self.owners))
-        count = self.run(self.ex.collect(data.draw(st.sampled_from(spellings(owner)))))
+        before = self.snapshot()
+
+        def at_the_yield() -> None:
+            assert self.snapshot() == before
+            self.check_at_a_yield()
+
+        yields, count = self.stepped(self.ex.collect(data.draw(st.sampled_from(spellings(owner)))), at_the_yield)
+        assert yields == (1 if self.outbox[owner] else 0)
         assert count == self.model_collect(owner)
         event("collect")
         if count > 0:
@@ -377,25 +417,92 @@ class ExchangeMachine(RuleBasedStateMachine):
         assert count == self.model_collect(sender, broken=broken)
         event("collect broken inbox")
 
-    @precondition(lambda self: any(self.first_is_deliverable(owner) for owner in self.owners))
-    @rule(data=st.data())
-    def collect_while_an_owner_leaves(self, data: st.DataObject) -> None:
-        """The leaver unregisters after the outbox was routed and before any delivery."""
-        sender = data.draw(st.sampled_from([owner for owner in self.owners if self.first_is_deliverable(owner)]))
+    @precondition(lambda self: self.owners)
+    @rule(data=st.data(), comes_back=st.booleans(), sends=st.integers(0, 2))
+    def collect_while_an_owner_leaves(self, data: st.DataObject, comes_back: bool, sends: int) -> None:
+        """The leaver unregisters while the collect waits at its yield, and may register again at once
+        (queueing new mail then). The collect has taken nothing at its yield, so the leaver's queued mail
+        is dropped as its sender left, and the mail stays whole at every step. The collect then takes
+        its owner's outbox as it is by then: nothing when the owner left, its new flow's when it came
+        back, and routes it among the owners registered then (an owner with an empty outbox had nothing
+        to wait for: its collect was over, returning 0, before the leaver left)."""
+        sender = data.draw(st.sampled_from(self.owners))
         leaver = data.draw(st.sampled_from(self.owners))
+        waits = bool(self.outbox[sender])
+        before = self.snapshot()
 
         async def scenario() -> tuple[int, Flow | None]:
             collecting = asyncio.ensure_future(self.ex.collect(sender))
-            await asyncio.sleep(0)  # the collect routed its outbox; delivery waits for a later turn
-            gone = self.ex.unregister(leaver)
+            await asyncio.sleep(0)  # the collect ran up to its yield, if it had mail
+            assert collecting.done() is not waits
+            assert self.snapshot() == before  # nothing taken
+            self.check_at_a_yield()
+            gone = self.ex.unregister(data.draw(st.sampled_from(spellings(leaver))))
+            self.model_unregister(leaver)
+            self.check_at_a_yield()
+            if comes_back:
+                assert self.ex.register(data.draw(st.sampled_from(spellings(leaver)))) is not gone
+                self.model_register(leaver)
+                for _ in range(sends):
+                    if data.draw(st.booleans()):
+                        given, expected = self.direct_recipient(data, leaver)
+                    else:
+                        given = expected = None
+                    self.sent_ok(leaver, leaver, given, expected, data.draw(contents), data.draw(channels))
+                self.check_at_a_yield()
             return await collecting, gone
 
         count, gone = self.run(scenario())
         assert gone is not None
-        assert count == self.model_collect(sender, leaver=leaver)
-        event("collect while leaving")
+        # Resumed after the departure (and the return), it took the owner's outbox as it was then.
+        assert count == (self.model_collect(sender) if waits and sender in self.owners else 0)
+        event("collect while leaving" if waits else "collect while leaving: nothing to wait for")
+        if waits and leaver == sender:
+            event("collect while the sender leaves" + (" and comes back" if comes_back else ""))
+            if comes_back and sends:
+                event("collect while the sender leaves and comes back with mail")
+
+    @precondition(lambda self: any(self.outbox.values()))
+    @rule(data=st.data(), how=st.sampled_from(["cancel", "close"]))
+    def collect_stopped_at_its_yield(self, data: st.DataObject, how: str) -> None:
+        """A collect cancelled at its yield, or closed there (a pending task destroyed with its loop), has
+        taken nothing: the Exchange is as before, the mail still queued for a later collect."""
+        sender = data.draw(st.sampled_from([owner for owner in self.owners if self.outbox[owner]]))
+        before = self.snapshot()
+        collecting = self.ex.collect(data.draw(st.sampled_from(spellings(sender))))
+        if how == "cancel":
+
+            async def scenario() -> None:
+                task = asyncio.ensure_future(collecting)
+                await asyncio.sleep(0)  # the collect waits at its yield
+                assert not task.done()
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+
+            self.run(scenario())
+        else:
+            collecting.send(None)  # up to its yield
+            collecting.close()
+        assert self.snapshot() == before
+        event(f"collect stopped at its yield: {how}")
+
+    @precondition(lambda self: len(self.owners) > 1)
+    @rule(data=st.data())
+    def collect_while_an_owner_leaves_during_routing(self, data: st.DataObject) -> None:
+        """A broadcast queued after the sender's other mail unregisters an owner (perhaps the sender)
+        while its copies are made: mail routed to that owner before then, this broadcast's copy among it,
+        is dropped as `DROP_UNREGISTERED`; everyone else still gets theirs."""
+        sender = data.draw(st.sampled_from(self.owners))
+        leaver = data.draw(st.sampled_from(self.owners))
+        content = LeavesWhenCopied(self.ex, leaver)
+        message = self.sent_ok(sender, sender, None, None, content, data.draw(channels))
+        count = self.run(self.ex.collect(data.draw(st.sampled_from(spellings(sender)))))
+        assert count == self.model_collect(sender, copying=(message.id, leaver))
+        assert not self.ex.has(leaver)
+        event("collect while an owner leaves during routing")
         if leaver == sender:
-            event("collect while the sender leaves")
+            event("collect while the sender leaves during routing")
 
     @rule(alias=st.booleans())
     def collect_all(self, alias: bool) -> None:
@@ -480,14 +587,22 @@ class ExchangeMachine(RuleBasedStateMachine):
 
     @invariant()
     def nothing_vanishes_and_nothing_is_duplicated(self) -> None:
-        """The issue's property, read off the Exchange itself (the model only says what was sent, what
-        was popped or left with its owner, and who the intended recipients are)."""
+        self.check_conserved(self.ex)
+
+    @invariant()
+    def the_exchange_matches_the_model(self) -> None:
+        self.check_matches_model(self.ex)
+
+    def check_conserved(self, exchange: Exchange) -> None:
+        """The issue's property, read off the Exchange (or a copy restored from its record) itself: the
+        model only says what was sent, what was popped or left with its owner, and who the intended
+        recipients are."""
         Pair = tuple[UUID, "str | None"]
         in_inbox: Counter[Pair] = Counter()
         in_outbox: Counter[UUID] = Counter()
         holder: dict[UUID, UUID] = {}
-        for owner in self.ex.owner_ids:
-            flow = self.ex.get(owner)
+        for owner in exchange.owner_ids:
+            flow = exchange.get(owner)
             assert flow is not None
             for ident in flow.outbox:
                 in_outbox[ident] += 1
@@ -497,7 +612,7 @@ class ExchangeMachine(RuleBasedStateMachine):
                     in_inbox[(ident, str(owner))] += 1
         dropped: Counter[Pair] = Counter()
         reasons: dict[Pair, str] = {}
-        for drop in self.ex.dropped:
+        for drop in exchange.dropped:
             assert drop.reason in REASONS
             assert drop.at > 0
             pair = (UUID(drop.message_id), drop.recipient)
@@ -534,14 +649,13 @@ class ExchangeMachine(RuleBasedStateMachine):
                 assert places[ident] == len(self.intended[ident])
                 assert len(set(self.intended[ident])) == len(self.intended[ident])
 
-    @invariant()
-    def the_exchange_matches_the_model(self) -> None:
-        assert self.ex.owner_ids == self.owners
-        assert len(self.ex) == len(self.owners)
+    def check_matches_model(self, exchange: Exchange) -> None:
+        assert exchange.owner_ids == self.owners
+        assert len(exchange) == len(self.owners)
         for owner in self.owners:
-            flow = self.ex.get(str(owner).upper())
+            flow = exchange.get(str(owner).upper())
             assert flow is not None
-            assert self.ex.has(owner)
+            assert exchange.has(owner)
             assert list(flow.outbox) == self.outbox[owner]
             inboxes = {name: list(p) for name, p in flow.inboxes()}
             assert inboxes == {f"inbox_{sender}": ids for sender, ids in self.inbox[owner].items()}
@@ -549,8 +663,8 @@ class ExchangeMachine(RuleBasedStateMachine):
             listed = [ident for p in flow.progressions.values() for ident in p]
             assert len(listed) == len(set(listed)) == len(flow.items)
             assert set(listed) == set(flow.items.keys())
-        assert [drop_key(drop) for drop in self.ex.dropped] == self.drops
-        assert self.ex.drop_counts == dict(Counter(drop[3] for drop in self.drops))
+        assert [drop_key(drop) for drop in exchange.dropped] == self.drops
+        assert exchange.drop_counts == dict(Counter(drop[3] for drop in self.drops))
 
 
 def broken_detail(owner: UUID) -> str:
@@ -573,7 +687,19 @@ TestExchangeMachine = ExchangeMachine.TestCase
 
 
 drop_causes = st.lists(
-    st.sampled_from(["unknown", "name", "role", "sender leaves", "recipient leaves", "broken"]), min_size=1, max_size=30
+    st.sampled_from(
+        [
+            "unknown",
+            "name",
+            "role",
+            "sender leaves",
+            "recipient leaves at the yield",
+            "recipient leaves in routing",
+            "broken",
+        ]
+    ),
+    min_size=1,
+    max_size=30,
 )
 
 
@@ -594,7 +720,7 @@ def test_a_small_drop_limit_keeps_the_latest_drops_and_every_total(limit: int, c
                 exchange.unregister(b)
                 expected.append((str(message.id), str(b), str(a), DROP_SENDER_UNREGISTERED, ""))
                 continue
-            if cause == "recipient leaves":
+            if cause == "recipient leaves at the yield":  # before the collect routes: no such owner then
                 message = exchange.send(a, b, cause)
 
                 async def scenario() -> int:
@@ -604,6 +730,11 @@ def test_a_small_drop_limit_keeps_the_latest_drops_and_every_total(limit: int, c
                     return await collecting
 
                 assert loop.run_until_complete(scenario()) == 0
+                expected.append((str(message.id), str(a), str(b), DROP_UNKNOWN_RECIPIENT, ""))
+                continue
+            if cause == "recipient leaves in routing":  # routed to, then gone before the copy was written
+                message = exchange.send(a, None, LeavesWhenCopied(exchange, b))
+                assert loop.run_until_complete(exchange.collect(a)) == 0
                 expected.append((str(message.id), str(a), str(b), DROP_UNREGISTERED, ""))
                 continue
             recipient: Any = {"unknown": uuid4(), "name": "carol", "role": MessageRole.UNSET, "broken": b}[cause]

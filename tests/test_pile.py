@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import pickle
 from collections.abc import Callable
 from typing import Any, Union
 from uuid import UUID, uuid4
@@ -914,6 +915,26 @@ def test_the_lock_is_released_when_the_body_raises() -> None:
         assert not pile.lock.locked()
         async with pile:  # and can be taken again
             assert pile.lock.locked()
+
+    asyncio.run(main())
+
+
+def test_a_pile_whose_lock_was_used_still_copies_and_pickles_with_a_lock_of_its_own() -> None:
+    """A lock belongs to an event loop, which can be neither copied nor pickled: copies start without."""
+    node = Node(content={"k": [1]})
+    pile: Pile[Node] = Pile(collections=[node], item_type=Node)
+
+    async def main() -> None:
+        async with pile:
+            copied = copy.deepcopy(pile)  # inside the running loop, the pile's lock held
+            assert not copied.lock.locked()
+            assert copied.lock is not pile.lock
+        for twin in (copied, pickle.loads(pickle.dumps(pile))):
+            assert list(twin.keys()) == [node.id]
+            assert twin[node.id].content == {"k": [1]}
+            assert twin[node.id] is not node
+            async with twin:
+                assert twin.lock.locked()
 
     asyncio.run(main())
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from pydantic import SerializerFunctionWrapHandler, model_serializer
 
@@ -91,8 +92,19 @@ class Branch(Element):
             return  # a system message is placed by _keep_view_in_step
         # Only while the history holds it: an observer before this one may have cleared it, and an
         # observer list shared with another history calls this for that history's messages too.
-        if message.id in self._msgs.messages:
+        if message.id not in self._msgs.messages:
+            return
+        # Where the history has it: observers run after the addition, so another message may have been
+        # added (and tracked) since (an observer that adds one, concurrent a_add_message calls).
+        history = self._msgs.progression
+        place = history.index(message.id)
+        slot = len(view)
+        while slot and _place_in(history, view[slot - 1]) > place:
+            slot -= 1
+        if slot == len(view):
             view.append(message.id)
+        else:
+            view.insert(slot, message.id)
 
     def _keep_view_in_step(self, event: str) -> None:
         view = self._view()
@@ -192,3 +204,8 @@ def _check_recorded_view(cls: type[Branch], metadata: Any) -> None:
 def _is_pile_record(messages: Any) -> bool:
     """Whether `messages` is a whole pile record (what a Branch record holds), not a list or a Pile."""
     return isinstance(messages, Mapping) and "id" in messages and "created_at" in messages
+
+
+def _place_in(history: Progression, ident: UUID) -> int:
+    """An id's index in the history; -1 for one it does not hold (a view may name other ids)."""
+    return history.index(ident) if ident in history else -1

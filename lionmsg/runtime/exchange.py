@@ -10,7 +10,8 @@ ids reached at least one inbox.
 Beyond the ADR, every message that does not reach an intended recipient is written to a bounded
 drop record (`dropped`, with totals by reason in `drop_counts`), so lost mail can be inspected instead of
 guessed at. Reasons: `DROP_UNKNOWN_RECIPIENT`, `DROP_NOT_AN_OWNER`, `DROP_UNREGISTERED` (the recipient
-left between routing and delivery), `DROP_DELIVERY_ERROR` (the inbox write raised) and
+left between routing and delivery: only code run while routing, such as a content's `__deepcopy__`, can
+unregister it then), `DROP_DELIVERY_ERROR` (the inbox write raised) and
 `DROP_SENDER_UNREGISTERED` (the sender left with mail still in its outbox).
 """
 
@@ -29,6 +30,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from lionmsg.generated.messages import Message
 from lionmsg.generated.roles import MessageRole
+from lionmsg.runtime.content.base import MessageContent, copy_value
 from lionmsg.runtime.element import Element, parts_later, record_error
 from lionmsg.runtime.fastpath import assemble, message_copies
 from lionmsg.runtime.flow import Flow, inbox_name
@@ -119,9 +121,7 @@ class Exchange(Element):
             if flow.name.lower() != uuid_text(owner):  # its record must load: records hold the canonical form
                 raise ValueError("a flow's name is its owner's UUID in canonical 8-4-4-4-12 form")
             index[owner.int], owners[owner.int] = flow, owner
-        records = deque(
-            (item if isinstance(item, DroppedMail) else DroppedMail(**item) for item in dropped), maxlen=self.drop_limit
-        )
+        records = deque((_drop_entry(item) for item in dropped), maxlen=self.drop_limit)
         # Plain attributes: pydantic PrivateAttrs are slow.
         object.__setattr__(self, "_flows", index)
         object.__setattr__(self, "_owners", owners)
@@ -202,26 +202,26 @@ class Exchange(Element):
     async def collect(self, owner_id: Any) -> int:
         """Route everything in the owner's outbox; the number of distinct message ids delivered.
 
-        The whole outbox is taken and routed first (so concurrent collects never route a message
-        twice), then delivery yields to the event loop once and writes each inbox, checking that the
-        recipient is still registered: owners may come and go meanwhile. A collect cancelled (or closed)
-        at that yield has taken its mail already: it delivers it (nothing is lost) and the cancellation then
-        propagates."""
+        A collect with mail to route yields to the event loop once, first, and then takes, routes and
+        delivers the whole outbox without awaiting again. So at every await each message is in exactly
+        one place (an outbox, its recipients' inboxes, the drop record), and a record another task writes
+        then holds all the mail; two concurrent collects never route one message twice; and a collect
+        cancelled (or closed) at its yield has taken nothing. The owner is looked up again after the
+        yield: one that left meanwhile had its queued mail recorded as dropped, and collects nothing."""
         flows = self._flows  # the same table throughout; each target is looked up as it is written
         owner = owner_id if type(owner_id) is UUID else self._known(owner_id)  # the usual UUID: no call
         sending = None if owner is None else flows.get(owner.int)
         if owner is None or sending is None:
             raise ValueError(f"Owner {owner_id} not registered")
+        if not sending._storage.outbox._slot_of:  # nothing queued: no yield (OrderedIds.__len__ is a call)
+            return 0
+        await asyncio.sleep(0)  # one yield per collect, not per delivery: that cost dominated collection
+        sending = flows.get(owner.int)  # the owner may have left, or left and come back, meanwhile
+        if sending is None:
+            return 0
         route = self._route
         routed = [route(message, owner) for message in sending._storage.take_outbox()]
-        if not routed:
-            return 0
-        try:
-            await asyncio.sleep(0)  # one yield per collect, not per delivery: that cost dominated collection
-        except BaseException:  # cancelled, or closed (GeneratorExit: a pending task destroyed with its loop)
-            self._deliver(routed, owner)
-            raise
-        return self._deliver(routed, owner)
+        return self._deliver(routed, owner) if routed else 0
 
     def _deliver(self, routed: list[list[tuple[UUID, Message]]], sender: UUID) -> int:
         """Write each routed message to its targets' inboxes (best effort: a target gone or an inbox
@@ -371,9 +371,35 @@ def _is_drop_record(item: Any) -> bool:
     )
 
 
+def _drop_entry(item: Any) -> DroppedMail:
+    """A drop record entry as given (a DroppedMail, or a mapping of its fields as a record holds them),
+    checked as `from_dict` checks it: what `to_dict` writes from it must load again."""
+    if isinstance(item, DroppedMail):
+        item = asdict(item)
+    if not _is_drop_record(item):
+        wanted = "ids, owners and texts as strings, `at` a number"
+        raise ValueError(f"a drop record entry has DroppedMail's fields: {wanted}")
+    return DroppedMail(**item)
+
+
 def _copies(message: Message, count: int) -> list[Message]:
-    """Broadcast copies with the same id; content that cannot be deep-copied is shared (as in LionAGI)."""
+    """Broadcast copies with the same id. A value deepcopy cannot copy (a lock, a connection) is shared
+    inside copies of the lists and dicts around it, as `clone()` shares it; only a payload nested too
+    deeply to copy is shared whole (as LionAGI shares any uncopyable one), rather than lose the broadcast."""
     try:
         return message_copies(message, count)
-    except Exception:  # an uncopyable payload: share it rather than lose the broadcast
-        return [message.model_copy() for _ in range(count)]
+    except Exception:
+        try:
+            return [_copy_around_uncopyable(message) for _ in range(count)]
+        except ValueError:  # too deep to copy (copy_value's UNWRITABLE_DEPTH)
+            return [message.model_copy() for _ in range(count)]
+
+
+def _copy_around_uncopyable(message: Message) -> Message:
+    content, embedding = message.content, message.embedding
+    update = {
+        "content": content.copy() if isinstance(content, MessageContent) else copy_value(content),
+        "metadata": copy_value(message.metadata),
+        "embedding": None if embedding is None else list(embedding),
+    }
+    return message.model_copy(update=update)

@@ -122,19 +122,20 @@ class _Storage:
     def store(self, message: Message) -> UUID:
         """Add a message new to the flow to its pile; its id. ValueError, changing nothing, when the flow
         holds that id already (each message is in exactly one of the flow's progressions)."""
+        admitted = self.admitted.get(type(message))
+        if not admitted and not isinstance(message, Message):  # (a pile may admit any element) never routable
+            raise TypeError(f"a flow holds messages only, not {type(message).__name__}")
         ident = message.id
         key = ident.int
         stored = self.stored
         if key in stored:
             raise ValueError(f"{ident} is already in this flow")
-        if self.admitted.get(type(message)):  # `pile.include` spelled out: it reads the model's attributes
+        if admitted:  # `pile.include` spelled out: it reads the model's attributes
             order = self.order  # an id the pile lacks is not in its order either
             order._slot_of[key] = len(order._slots)
             order._slots.append(ident)
             stored[key] = message
         else:  # a class the pile has not seen yet: it checks (TypeError if not admitted) and adds
-            if not isinstance(message, Message):  # a pile that admits any element: it could never be routed
-                raise TypeError(f"a flow holds messages only, not {type(message).__name__}")
             self.pile.include(message)
         return ident
 
@@ -269,14 +270,15 @@ class Flow(Element):
         inbox = self._inbox_ids.get(name)
         if inbox is None:
             return None
+        if isinstance(inbox, OrderedIds) and not inbox:
+            return None
+        oldest = inbox[0] if isinstance(inbox, OrderedIds) else inbox
+        # The pile first: a message taken out of it behind the flow's back is its KeyError, nothing changed.
+        message: Message = self._items.pop(oldest)
         if isinstance(inbox, OrderedIds):
-            if not inbox:
-                return None
-            oldest = inbox.popleft()
+            inbox.popleft()
         else:  # its one message: the inbox stays open, empty
             self._inbox_ids[name] = OrderedIds()
-            oldest = inbox
-        message: Message = self._items.pop(oldest)
         return message
 
     def _wrap_inboxes(self) -> None:
@@ -302,8 +304,34 @@ class Flow(Element):
         return record
 
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
+        progressions = self.progressions
         record["items"] = self._items._unchecked_record(mode)
-        record["progressions"] = [p.model_dump(mode=mode) for p in self.progressions.values()]
+        record["progressions"] = [p.model_dump(mode=mode) for p in progressions.values()]
+        self._check_each_item_listed_once(record["progressions"], progressions)
+
+    def _check_each_item_listed_once(self, written: list[dict[str, Any]], progressions: dict[str, Progression]) -> None:
+        """Make the record loadable, as loading checks it, or refuse to write it (ValueError). A queued id
+        whose message left the pile behind the flow's back is left out: collecting skips it anyway (the
+        ADR's missing queued object). Any other id without its message, or a message in no progression
+        or in two (changed behind the flow's back as well), would make a record that cannot load."""
+        held = self._items._items
+        listed: set[int] = set()
+        count = 0
+        gone: set[str] = set()
+        for progression in progressions.values():
+            for ident in progression:
+                if ident.int in held:
+                    listed.add(ident.int)
+                    count += 1
+                elif progression.name == OUTBOX:
+                    gone.add(str(ident))
+                else:
+                    where = f"{progression.name} lists {ident}"
+                    raise ValueError(f"cannot write the flow's record: {where}, not in its items")
+        if count != len(listed) or len(listed) != len(held):
+            raise ValueError("cannot write the flow's record: a message in its items is in no progression or in two")
+        if gone:  # the outbox's record comes first; its ids are UUIDs or their text, by the dump's mode
+            written[0]["order"] = [ident for ident in written[0]["order"] if str(ident) not in gone]
 
     @classmethod
     def _prepare_record(cls, record: dict[str, Any]) -> None:

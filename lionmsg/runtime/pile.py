@@ -39,7 +39,7 @@ class Pile(Element, Generic[T]):
         _progression: Progression
         _item_type: frozenset[type[Element]] | None
         _admitted: dict[type, bool]
-        _locks: dict[asyncio.AbstractEventLoop, asyncio.Lock]
+        _locks: _LoopLocks
 
     def __init__(
         self,
@@ -55,7 +55,7 @@ class Pile(Element, Generic[T]):
             "_items": {},
             "_item_type": types,
             "_admitted": {},
-            "_locks": {},
+            "_locks": _LoopLocks(),
             "_progression": Progression(),
         }
         for name, value in state.items():
@@ -518,3 +518,11 @@ def _is_position(ref: Any) -> bool:
     if isinstance(ref, (int, slice)):
         return not isinstance(ref, bool)
     return hasattr(type(ref), "__index__")
+
+
+class _LoopLocks(dict[asyncio.AbstractEventLoop, asyncio.Lock]):
+    """A pile's lock per event loop. A copy or an unpickled pile starts with none: an event loop (and
+    a lock bound to one) can be neither copied nor pickled, and a copy is another pile with its own lock."""
+
+    def __reduce__(self) -> tuple[type[_LoopLocks], tuple[()]]:
+        return (_LoopLocks, ())
