@@ -390,12 +390,12 @@ def _copies(message: Message, count: int) -> list[Message]:
         return message_copies(message, count)
     except Exception:
         try:
-            return [_copy_around_uncopyable(message) for _ in range(count)]
+            return [_copy_sharing_the_uncopyable(message) for _ in range(count)]
         except ValueError:  # too deep to copy (copy_value's UNWRITABLE_DEPTH)
             return [message.model_copy() for _ in range(count)]
 
 
-def _copy_around_uncopyable(message: Message) -> Message:
+def _copy_sharing_the_uncopyable(message: Message) -> Message:
     content, embedding = message.content, message.embedding
     update = {
         "content": content.copy() if isinstance(content, MessageContent) else copy_value(content),
