@@ -711,6 +711,40 @@ def test_a_flow_names_each_progression_once() -> None:
     assert raised.value.errors()[0]["loc"] == ("progressions", 1)
 
 
+def test_a_flow_built_in_python_spells_owner_and_inboxes_as_its_record_does() -> None:
+    """The schema's pattern allows A-F; a record loads with its UUIDs in lower case, and so does a flow
+    built from Python objects: one inbox per sender, and the same flow after a round trip."""
+    owner, sender, other = uuid4(), uuid4(), uuid4()
+    flow = Flow(name=str(owner).upper())
+    assert flow.name == str(owner)
+    flow.name = str(other).upper()  # assignment is validated too
+    assert flow.name == str(other)
+    flow.name = "not an id"  # a name that is no UUID is kept as it is (the Exchange refuses it)
+    assert flow.name == "not an id"
+    first = Message(content="first")
+    inbox = Progression(name=f"inbox_{str(sender).upper()}", order=[first.id])
+    flow = Flow(name=str(owner), items=Pile([first], item_type={Message}), progressions=[inbox])
+    assert inbox.name == f"inbox_{sender}"  # adopted by the flow under the name deliveries use
+    assert flow.get_progression(f"inbox_{str(sender).upper()}") is inbox
+    flow.deliver(Message(content="second"), sender)
+    assert list(flow.progressions) == ["outbox", f"inbox_{sender}"]
+    assert [m.content for m in flow.inbox(sender)] == ["first", "second"]
+    assert Flow.from_dict(flow.to_dict()).to_dict() == flow.to_dict()
+
+
+def test_a_flow_refusing_two_spellings_of_one_inbox_leaves_the_given_progressions_as_they_were() -> None:
+    sender = uuid4()
+    shouting = Progression(name=f"inbox_{str(sender).upper()}")
+    canonical = Progression(name=f"inbox_{sender}")
+    with pytest.raises(ValueError, match=f"^two progressions of the flow are named 'inbox_{sender}'$"):
+        Flow(progressions=[canonical, shouting])
+    stray = Message(content="listed by no progression")
+    with pytest.raises(ValueError, match=r"^a flow's progressions must list each of its items exactly once$"):
+        Flow(items=Pile([stray], item_type={Message}), progressions=[shouting])
+    assert shouting.name == f"inbox_{str(sender).upper()}"  # refused: renamed by neither attempt
+    assert canonical.name == f"inbox_{sender}"
+
+
 def test_an_inbox_through_its_first_messages_reads_pops_and_shows_alike() -> None:
     """A new inbox keeps its first message's bare id until a second message comes or it is shown as a
     Progression (see Flow): every reading and change sees one inbox throughout."""

@@ -118,7 +118,7 @@ class Exchange(Element):
             owner = flow.owner()
             if owner is None or flow.name is None or owner.int in index:
                 raise ValueError("every flow needs a distinct owner UUID as its name")
-            if flow.name.lower() != uuid_text(owner):  # its record must load: records hold the canonical form
+            if flow.name != uuid_text(owner):  # its record must load: records hold the canonical form
                 raise ValueError("a flow's name is its owner's UUID in canonical 8-4-4-4-12 form")
             index[owner.int], owners[owner.int] = flow, owner
         records = deque((_drop_entry(item) for item in dropped), maxlen=self.drop_limit)

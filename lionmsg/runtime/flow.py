@@ -10,7 +10,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from pydantic import SerializerFunctionWrapHandler, model_serializer
+from pydantic import SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from lionmsg.generated.messages import Message
 from lionmsg.runtime.element import Element, parts_later, record_error
@@ -186,13 +186,17 @@ class Flow(Element):
                 raise TypeError(f"a flow's progressions are Progressions or records, not {type(progression).__name__}")
             if progression.name is None:
                 raise ValueError("every progression of a flow needs a name")
-            if progression.name in given_names:
-                raise ValueError(f"two progressions of the flow are named {progression.name!r}")
-            given_names.add(progression.name)
-            named[progression.name] = progression
+            name = _canonical_inbox_name(progression.name)
+            if name in given_names:
+                raise ValueError(f"two progressions of the flow are named {name!r}")
+            given_names.add(name)
+            named[name] = progression
         listed = [ident for progression in named.values() for ident in progression]
         if len(listed) != len(set(listed)) or set(listed) != set(pile.keys()):
             raise ValueError("a flow's progressions must list each of its items exactly once")
+        for name, progression in named.items():  # every check passed: the flow adopts its progressions
+            if progression.name != name:  # an inbox named with an upper-case UUID: deliveries use the lower
+                progression.name = name
         inbox_ids: dict[str, Inbox] = {name: p._ids for name, p in named.items() if name != OUTBOX}
         state: dict[str, Any] = {  # plain attributes: pydantic PrivateAttrs are slow
             "_items": pile,
@@ -204,6 +208,14 @@ class Flow(Element):
             object.__setattr__(self, name, value)
         storage = _Storage(pile, named[OUTBOX]._ids, state["_inbox_ids"], state["_unwrapped"])
         object.__setattr__(self, "_storage", storage)
+
+    @field_validator("name")
+    @classmethod
+    def _owner_in_canonical_text(cls, name: str | None) -> str | None:
+        # The schema's pattern allows A-F; `inbox_name`, records and the Exchange spell an owner in lower case.
+        if name is not None and CANONICAL_UUID.fullmatch(name):
+            return name.lower()
+        return name
 
     @property
     def items(self) -> Pile[Message]:
@@ -224,8 +236,8 @@ class Flow(Element):
         as the Progression itself, as in LionAGI; KeyError when the flow has none such. Change mail
         through the Exchange, not through the progression: the flow's items must stay in step."""
         progressions = self.progressions
-        if isinstance(key, str) and key in progressions:
-            return progressions[key]
+        if isinstance(key, str) and _canonical_inbox_name(key) in progressions:
+            return progressions[_canonical_inbox_name(key)]
         wanted = key.id if isinstance(key, Progression) else key
         for progression in progressions.values():
             if progression.id == wanted or (isinstance(wanted, str) and str(progression.id) == wanted.lower()):
@@ -343,9 +355,6 @@ class Flow(Element):
         progressions = record.get("progressions", [])
         if not isinstance(progressions, list):
             raise record_error(cls, ("progressions",), "progressions must be a list of progression records", None)
-        owner = record.get("name")
-        if type(owner) is str and CANONICAL_UUID.fullmatch(owner):  # an owner's UUID: kept in its canonical text
-            record["name"] = owner.lower()
         names: set[str | None] = set()
         canonical: list[Mapping[str, Any]] = []
         for index, given in enumerate(progressions):
@@ -368,8 +377,13 @@ def _canonical_inbox(record: Mapping[str, Any]) -> Mapping[str, Any]:
     schema's pattern allows A-F) as a copy named in the canonical lower case, which `inbox_name` gives
     every spelling of that sender; any other record as it is (the caller's record is never changed)."""
     name = record.get("name")
-    if type(name) is str and name.startswith("inbox_") and not name.islower():
-        sender = name[len("inbox_") :]
-        if CANONICAL_UUID.fullmatch(sender):
-            return {**record, "name": f"inbox_{sender.lower()}"}
+    if type(name) is str and _canonical_inbox_name(name) != name:
+        return {**record, "name": _canonical_inbox_name(name)}
     return record
+
+
+def _canonical_inbox_name(name: str) -> str:
+    """`inbox_<UUID>` with the UUID in lower case, as `inbox_name` spells it; any other name as it is."""
+    if name.startswith("inbox_") and not name.islower() and CANONICAL_UUID.fullmatch(name, len("inbox_")):
+        return name.lower()
+    return name
