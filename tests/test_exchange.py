@@ -977,6 +977,17 @@ def test_drop_limit_is_fixed_at_construction_and_never_negative() -> None:
         Exchange(drop_limit=-1)
 
 
+def test_a_drop_limit_beyond_what_a_deque_can_hold_keeps_every_drop_and_its_record() -> None:
+    exchange = Exchange(drop_limit=2**63)  # any JSON integer is a limit; past sys.maxsize it never binds
+    a, _ = owners(exchange, 2)
+    exchange.send(a, "nobody", "x")
+    run(exchange.collect_all())
+    assert len(exchange.dropped) == 1
+    for loaded in (Exchange.from_dict(exchange.to_dict()), Exchange.from_json(exchange.to_json())):
+        assert loaded.drop_limit == 2**63
+        assert loaded.dropped == exchange.dropped
+
+
 def test_a_flow_record_holding_an_element_that_is_no_message_is_refused() -> None:
     exchange = Exchange()
     alice, bob = uuid4(), uuid4()

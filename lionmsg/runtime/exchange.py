@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
@@ -121,7 +122,8 @@ class Exchange(Element):
             if flow.name != uuid_text(owner):  # its record must load: records hold the canonical form
                 raise ValueError("a flow's name is its owner's UUID in canonical 8-4-4-4-12 form")
             index[owner.int], owners[owner.int] = flow, owner
-        records = deque((_drop_entry(item) for item in dropped), maxlen=self.drop_limit)
+        # A deque's maxlen is a C ssize_t: a larger limit (JSON allows any) is the same as no limit at all.
+        records = deque((_drop_entry(item) for item in dropped), maxlen=min(self.drop_limit, sys.maxsize))
         # Plain attributes: pydantic PrivateAttrs are slow.
         object.__setattr__(self, "_flows", index)
         object.__setattr__(self, "_owners", owners)
