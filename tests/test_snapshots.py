@@ -9,6 +9,7 @@ import os
 import random
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -167,6 +168,51 @@ def test_a_failed_save_leaves_the_previous_snapshot_and_no_temporary_file(
     assert path.read_bytes() == previous
     assert listing(tmp_path) == ["history.json"]
     assert load_snapshot(path, MessageManager).messages[0].content.instruction == "v1"
+
+
+def test_a_folder_that_cannot_be_opened_fails_the_save_before_the_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As in a folder its user may write and search but not read (mode 0o333): the temporary file is
+    # written, but the folder cannot be opened to fsync the rename. Nothing may have changed then.
+    path = tmp_path / "history.json"
+    save_snapshot(MessageManager(messages=[Instruction(content={"instruction": "v1"})]), path)
+    previous = path.read_bytes()
+    real_open = os.open
+
+    def no_reading_the_folder(name: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if Path(name) == tmp_path:
+            raise PermissionError(13, "Permission denied", str(name))
+        return real_open(name, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", no_reading_the_folder)
+    with pytest.raises(PermissionError, match=rf"^\[Errno 13\] Permission denied: {re.escape(repr(str(tmp_path)))}$"):
+        save_snapshot(MessageManager(messages=[Instruction(content={"instruction": "v2"})]), path)
+    monkeypatch.undo()
+    assert path.read_bytes() == previous
+    assert listing(tmp_path) == ["history.json"]
+
+
+def test_a_failed_fsync_of_the_folder_is_raised_with_the_new_snapshot_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The one step after the rename: the new snapshot is whole and in place, but the rename may not
+    # survive a power loss, so the error is raised.
+    path = tmp_path / "history.json"
+    save_snapshot(MessageManager(messages=[Instruction(content={"instruction": "v1"})]), path)
+    real_fsync = os.fsync
+
+    def failing_for_folders(descriptor: int) -> None:
+        if stat.S_ISDIR(os.fstat(descriptor).st_mode):
+            raise OSError(5, "Input/output error")
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", failing_for_folders)
+    with pytest.raises(OSError, match=r"^\[Errno 5\] Input/output error$"):
+        save_snapshot(MessageManager(messages=[Instruction(content={"instruction": "v2"})]), path)
+    monkeypatch.undo()
+    assert load_snapshot(path, MessageManager).messages[0].content.instruction == "v2"
+    assert listing(tmp_path) == ["history.json"]
 
 
 def test_an_unserializable_object_never_touches_the_disk(tmp_path: Path) -> None:

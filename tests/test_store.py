@@ -41,7 +41,7 @@ from lionmsg.store import (
     watch_history,
 )
 from tests.samples import failed_action_response, rich_messages
-from tests.store_helpers import assert_same_history, dump, execute, query, rows
+from tests.store_helpers import assert_same_history, data_of, dump, execute, listing, query, rows
 
 PEER = UUID("11111111-1111-4111-8111-111111111111")
 
@@ -384,6 +384,41 @@ def test_one_history_per_branch_id_and_one_branch_id_per_history(store: SQLiteSt
     assert manager.on_message_added == [attachment]
 
 
+@pytest.mark.parametrize(("broken", "method"), [("on_message_added", "insert"), ("on_history_changed", "append")])
+def test_an_attach_whose_hooks_cannot_be_placed_leaves_nothing_behind(
+    store: SQLiteStore, path: Path, broken: str, method: str
+) -> None:
+    manager = MessageManager(system=system())
+    setattr(manager, broken, ())  # replaced by something the store cannot add itself to
+    before = dump(path)
+    with pytest.raises(AttributeError, match=f"^'tuple' object has no attribute '{method}'$"):
+        store.attach(manager, "b")
+    hooks = {"on_message_added": manager.on_message_added, "on_history_changed": manager.on_history_changed}
+    assert hooks == {"on_message_added": [], "on_history_changed": [], broken: ()}
+    assert dump(path) == before
+    assert store.branches() == []
+    other = MessageManager(messages=[Instruction()])
+    store.attach(other, "b")  # the branch id is free
+    setattr(manager, broken, [])
+    store.attach(manager, "c")  # and the history, repaired, attaches
+    manager.add_message(instruction="i")
+    assert_same_history(store.load("b"), other)
+    assert_same_history(store.load("c"), manager)
+
+
+def test_an_attach_whose_first_write_fails_leaves_nothing_behind(path: Path) -> None:
+    with SQLiteStore(path, timeout=0.01) as store:
+        manager = MessageManager(system=system())
+        before = dump(path)
+        message = f"store {str(path)!r}, branch 'b': cannot write the history: database is locked"
+        with locked(path), pytest.raises(StoreError, match=f"^{re.escape(message)}$"):
+            store.attach(manager, "b")
+        assert (manager.on_message_added, manager.on_history_changed) == ([], [])
+        assert dump(path) == before
+        store.attach(manager, "b")
+        assert_same_history(store.load("b"), manager)
+
+
 def test_one_history_may_be_attached_to_two_stores(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "one.db") as one, SQLiteStore(tmp_path / "two.db") as two:
         manager = MessageManager()
@@ -452,6 +487,83 @@ def test_close_detaches_everything_and_a_closed_store_refuses_work(path: Path) -
             call()
     store.close()  # idempotent
     assert len(reloaded(path, "b")) == 1
+
+
+def test_an_add_that_meets_close_before_its_write_is_skipped_as_after_detach(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteStore(path)
+    manager = MessageManager()
+    store.attach(manager, "b")
+    manager.add_message(instruction="stored")
+    arrived, closed = threading.Event(), threading.Event()
+    write = SQLiteStore._write
+
+    def late(self: SQLiteStore, attachment: Attachment, what: str, change: Any) -> None:
+        arrived.set()  # the observer has run, its write has not taken the store's lock yet
+        closed.wait(timeout=60)
+        write(self, attachment, what, change)
+
+    monkeypatch.setattr(SQLiteStore, "_write", late)
+    failures: list[BaseException] = []
+
+    def add() -> None:
+        try:
+            manager.add_message(instruction="raced close")
+        except BaseException as error:
+            failures.append(error)
+
+    adder = threading.Thread(target=add)
+    adder.start()
+    assert arrived.wait(timeout=60)
+    store.close()
+    closed.set()
+    adder.join()
+    assert failures == []
+    assert [message.content.instruction for message in manager] == ["stored", "raced close"]
+    assert [message.content.instruction for message in reloaded(path, "b")] == ["stored"]  # as after detach()
+
+
+def test_a_write_in_progress_when_close_comes_is_committed_before_close_goes_on(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteStore(path)
+    manager = MessageManager()
+    store.attach(manager, "b")
+    inside, closing = threading.Event(), threading.Event()
+    keep_in_line = SQLiteStore._keep_in_line
+
+    def paused(self: SQLiteStore, connection: sqlite3.Connection, attachment: Attachment) -> None:
+        inside.set()  # mid-transaction, holding the store's lock
+        closing.wait(timeout=60)
+        keep_in_line(self, connection, attachment)
+
+    class Announcing:
+        """The store's lock, telling when the closing thread asks for it."""
+
+        def __init__(self, lock: Any) -> None:
+            self.lock = lock
+
+        def __enter__(self) -> Any:
+            if threading.current_thread() is closer:
+                closing.set()
+            return self.lock.__enter__()
+
+        def __exit__(self, *exc: object) -> None:
+            self.lock.__exit__(*exc)
+
+    monkeypatch.setattr(SQLiteStore, "_keep_in_line", paused)
+    store._lock = Announcing(store._lock)  # type: ignore[assignment]
+    adder = threading.Thread(target=manager.add_message, kwargs={"instruction": "in progress"})
+    closer = threading.Thread(target=store.close)
+    adder.start()
+    assert inside.wait(timeout=60)
+    closer.start()
+    adder.join()
+    closer.join()
+    assert store.closed
+    assert manager.on_message_added == []
+    assert [message.content.instruction for message in reloaded(path, "b")] == ["in progress"]
 
 
 def test_branch_ids_are_strings_or_uuids(store: SQLiteStore) -> None:
@@ -577,16 +689,20 @@ def test_a_missing_system_row_and_a_non_system_row_at_position_0(path: Path) -> 
 def test_files_that_are_not_lionmsg_stores_are_refused_unchanged(tmp_path: Path) -> None:
     text = tmp_path / "notes.txt"
     text.write_bytes(b"just some text, long enough to have a header" * 3)
-    with pytest.raises(StoreError, match=f"^cannot open store {re.escape(repr(str(text)))}: file is not a database$"):
+    # SQLite cannot tell a file that never was a database from a store whose header is damaged.
+    with pytest.raises(CorruptStoreError) as not_a_database:
         SQLiteStore(text)
+    assert str(not_a_database.value) == f"cannot open store {str(text)!r}: file is not a database"
     assert text.read_bytes() == b"just some text, long enough to have a header" * 3
+    assert listing(tmp_path) == ["notes.txt"]
 
     other = tmp_path / "other.db"
     execute(other, "CREATE TABLE things (x)")
     before, raw = dump(other), other.read_bytes()
     message = f"store {str(other)!r}: a SQLite database, but not a lionmsg store"
-    with pytest.raises(StoreError, match=f"^{re.escape(message)}$"):
+    with pytest.raises(StoreError, match=f"^{re.escape(message)}$") as foreign:
         SQLiteStore(other)
+    assert type(foreign.value) is StoreError
     assert dump(other) == before
     assert other.read_bytes() == raw  # not even switched to WAL
 
@@ -615,12 +731,13 @@ def test_a_row_whose_text_is_not_utf8_is_a_store_error_naming_what_was_read(path
         b"{\xff}",
         str(manager.messages[1].id),
     )
-    raw = path.read_bytes()
+    data = data_of(path)
     with SQLiteStore(path) as store, pytest.raises(StoreError) as caught:
         store.load("b")
+    assert type(caught.value) is StoreError  # the file is sound: SQLite read it, Python could not decode it
     assert str(caught.value).startswith(f"store {str(path)!r}: cannot read branch 'b': Could not decode to UTF-8")
     assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
-    assert path.read_bytes() == raw
+    assert data_of(path) == data
 
 
 def test_a_damaged_file_is_a_corrupt_store_error_not_sqlites(path: Path) -> None:
@@ -640,12 +757,16 @@ def test_a_damaged_file_is_a_corrupt_store_error_not_sqlites(path: Path) -> None
 
 def test_a_read_only_store_loads_while_a_writer_holds_the_lock_and_changes_nothing(path: Path) -> None:
     manager = _stored_history(path)
-    raw = path.read_bytes()
-    with locked(path), SQLiteStore(path, read_only=True, timeout=30) as store:
-        assert store.read_only
-        assert store.branches() == ["b"]
-        assert_same_history(store.load("b"), manager)
-    assert path.read_bytes() == raw
+    wal = path.parent / "histories.db-wal"
+    with SQLiteStore(path):  # a writer has the file open: WAL mode, with its -wal and -shm files
+        assert listing(path.parent) == ["histories.db", "histories.db-shm", "histories.db-wal"]
+        raw, logged = path.read_bytes(), wal.read_bytes()
+        with locked(path), SQLiteStore(path, read_only=True, timeout=30) as store:
+            assert store.read_only
+            assert store.branches() == ["b"]
+            assert_same_history(store.load("b"), manager)
+        # The -shm file is shared memory (readers note there which commit they read), not the data.
+        assert (path.read_bytes(), wal.read_bytes()) == (raw, logged)
 
 
 def test_a_read_only_store_refuses_to_attach_and_leaves_the_history_alone(path: Path) -> None:

@@ -18,16 +18,21 @@ Errors (all subclasses of `StoreError`):
 
 - `UnknownBranchError` (also a `KeyError`): `load` of a branch the store does not hold;
   `"unknown branch 'x' in store '/path/histories.db'"`.
-- `CorruptRecordError` (a `CorruptStoreError`, also a `ValueError`): a stored row that cannot be
-  loaded; names the store, branch, message id and position and says why. Loading only reads: nothing
-  is changed, other branches load as before.
+- `CorruptStoreError` (also a `ValueError`): a damaged file, met on open, on a read or on a write
+  (SQLite's "database disk image is malformed"; "file is not a database", which is also what a file
+  that never was a database gives); a stored branch id that is not text; a branch whose system message
+  is missing. Nothing is changed.
+- `CorruptRecordError` (a `CorruptStoreError`): a stored row that cannot be loaded; names the store,
+  branch, message id and position and says why. Loading only reads: nothing is changed, other branches
+  load as before.
 - `UnwritableRecordError` (also a `ValueError`): a message whose record `to_json` refuses (a NaN in
   its content, say); raised from the change that wrote it, rolled back, and met again by every later
   write of that branch until the message is replaced or removed.
 - `SnapshotError` (also a `ValueError`): a file that is not a valid snapshot of the expected kind;
   `"snapshot '/path/file.json': <why>"`. A missing file is the usual `FileNotFoundError`.
-- `StoreError` itself: a closed store, a file that is not a lionmsg store (or a newer format), a write
-  SQLite refused (raised from the `add_message` / `set_system` / `clear_messages` that caused it).
+- `StoreError` itself: a closed store, a SQLite database that is not a lionmsg store (or a newer
+  format), a write SQLite refused (raised from the `add_message` / `set_system` / `clear_messages` that
+  caused it).
 """
 
 from lionmsg.store.errors import (

@@ -36,7 +36,9 @@ class UnknownBranchError(StoreError, KeyError):
 
 
 class CorruptStoreError(StoreError, ValueError):
-    """Stored data that is not a valid history: nothing was loaded and nothing was changed."""
+    """Stored data that is not a valid history, or a damaged file (SQLite's "database disk image is
+    malformed", or "file is not a database": SQLite cannot tell a damaged header from a file that never
+    was a database): nothing was loaded and nothing was changed."""
 
 
 class CorruptRecordError(CorruptStoreError):

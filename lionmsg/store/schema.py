@@ -13,15 +13,32 @@ that a writer can check its branch against the history in O(1).
 
 `PRAGMA application_id` marks the file as a lionmsg store and `PRAGMA user_version` is the format
 version: a file that is some other SQLite database, or a newer format, is refused rather than altered.
+
+Journal: a writer's connection switches the file to WAL when it opens (`prepare`) and, when it is the
+last connection to the file, back to the rollback journal when it closes (`release`). A closed store is
+thus one file, which a read-only connection reads without creating the `-wal`/`-shm` files a WAL
+database needs (SQLite would create them if it could, and a read-only connection cannot remove them).
 """
 
 from __future__ import annotations
 
+import contextlib
+import random
 import sqlite3
+import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from lionmsg.store.errors import StoreError
+from lionmsg.store.sqlite_errors import is_busy, store_error
 
-__all__ = ["APPLICATION_ID", "FORMAT_VERSION", "check_store", "prepare"]
+__all__ = ["APPLICATION_ID", "FORMAT_VERSION", "check_store", "prepare", "release", "retry_busy"]
+
+T = TypeVar("T")
+
+# The clock and the pause of retry_busy (tests replace them to count time without spending it).
+_clock = time.monotonic
+_sleep = time.sleep
 
 APPLICATION_ID = 0x4C4D5347  # "LMSG"
 FORMAT_VERSION = 1
@@ -52,51 +69,125 @@ _TABLES = (
 )
 
 
-def prepare(connection: sqlite3.Connection, path: str, synchronous: str) -> None:
+def prepare(connection: sqlite3.Connection, path: str, synchronous: str, timeout: float) -> None:
     """Switch the connection to WAL with the given `synchronous` level and make sure the file is a
     lionmsg store of this format (creating the tables in an empty file). Raises StoreError naming the
-    file when it is not a database, another database, or a format this version cannot read."""
-    try:
-        # Refuse a foreign file before anything is written to it (switching to WAL is a write).
-        _check_or_create(connection, path, create=False)
+    file when it is not a database (CorruptStoreError, as for a damaged one), another database, or a
+    format this version cannot read; nothing is written to such a file.
+
+    Many connections may open one new file at once (threads, processes): each sees the store whole or
+    not at all, and a lock SQLite refuses without waiting is waited for (see `retry_busy`)."""
+
+    def attempt() -> None:
+        # Refuse a foreign file before anything is written to it (switching to WAL is a write). One
+        # read transaction, so that another opener creating the store meanwhile is seen whole or not
+        # at all (three separate reads could see its header before its tables, or the reverse).
+        _in_transaction(connection, "BEGIN", lambda: _is_empty(connection, path))
         (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode.lower() != "wal" and mode.lower() != "memory":  # ":memory:" databases have no WAL
             raise StoreError(f"store {path!r}: cannot use the WAL journal (the file system gave {mode!r})")
         connection.execute(f"PRAGMA synchronous = {synchronous}")
         connection.execute("PRAGMA foreign_keys = ON")
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            _check_or_create(connection, path)
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot open store {path!r}: {exc}") from exc
+        _in_transaction(connection, "BEGIN IMMEDIATE", lambda: _create_if_empty(connection, path))
 
-
-def check_store(connection: sqlite3.Connection, path: str) -> None:
-    """For a read-only connection: the file must already be a lionmsg store of this format (an empty
-    database is not one: nothing can create its tables). Raises StoreError naming the file."""
     try:
-        _check_or_create(connection, path, create=False)  # a foreign database or format is refused
-        (application_id,) = connection.execute("PRAGMA application_id").fetchone()
-        if application_id != APPLICATION_ID:  # what is left: an empty database
-            raise StoreError(f"store {path!r}: an empty SQLite database, not a lionmsg store")
+        retry_busy(connection, timeout, attempt)
     except sqlite3.Error as exc:
-        raise StoreError(f"cannot open store {path!r}: {exc}") from exc
+        raise store_error(f"cannot open store {path!r}: {exc}", exc) from exc
 
 
-def _check_or_create(connection: sqlite3.Connection, path: str, create: bool = True) -> None:
+def check_store(connection: sqlite3.Connection, path: str, timeout: float) -> None:
+    """For a read-only connection: the file must already be a lionmsg store of this format (an empty
+    database is not one: nothing can create its tables). Raises StoreError naming the file
+    (CorruptStoreError for a file that is not a database or is damaged)."""
+
+    def attempt() -> None:
+        if _in_transaction(connection, "BEGIN", lambda: _is_empty(connection, path)):
+            raise StoreError(f"store {path!r}: an empty SQLite database, not a lionmsg store")
+
+    try:
+        retry_busy(connection, timeout, attempt)
+    except sqlite3.Error as exc:
+        raise store_error(f"cannot open store {path!r}: {exc}", exc) from exc
+
+
+def release(connection: sqlite3.Connection) -> None:
+    """Before a writer's connection closes: switch the file back to SQLite's rollback journal when this
+    is the last connection to it, so that a closed store is one file (SQLite checkpoints the WAL into
+    it and removes the -wal and -shm files) and a read-only open, which cannot switch modes, creates
+    no -wal/-shm files (and needs no write access to the folder). Never waits: while another
+    connection has the file open (any connection in WAL mode holds a shared lock on it), SQLite
+    refuses at once and the file stays in WAL mode for that connection; the last writer to close
+    switches it. A failure (a damaged file, an I/O error) leaves the file as it is: the WAL keeps
+    every commit and the next opener recovers it."""
+    with contextlib.suppress(sqlite3.Error):
+        connection.execute("PRAGMA busy_timeout = 0")
+        connection.execute("PRAGMA journal_mode = DELETE")
+
+
+def retry_busy(connection: sqlite3.Connection, timeout: float, attempt: Callable[[], T]) -> T:
+    """`attempt()`, tried again while SQLite answers SQLITE_BUSY, until `timeout` seconds have passed.
+
+    SQLite waits for a lock (the connection's busy timeout) only where waiting cannot deadlock: a
+    connection that holds a read lock and needs more (changing the journal mode does) gets
+    SQLITE_BUSY at once, and so do several openers of one new file racing to switch it to WAL.
+    `attempt` must leave no transaction open when it fails. Each try lets SQLite's own busy handler
+    wait no longer than what is left, so the whole call waits about `timeout` at most, as one
+    statement would."""
+    deadline = _clock() + timeout
+    pause = 0.001
+    try:
+        while True:
+            try:
+                return attempt()
+            except sqlite3.OperationalError as exc:
+                left = deadline - _clock()
+                if not is_busy(exc) or left <= 0:
+                    raise
+            # Jittered, growing pauses: openers that collided would otherwise collide again.
+            _sleep(min(left, pause * (0.5 + random.random())))
+            pause = min(pause * 2, 0.05)
+            _set_busy_timeout(connection, deadline - _clock())
+    finally:
+        _set_busy_timeout(connection, timeout)
+
+
+def _set_busy_timeout(connection: sqlite3.Connection, seconds: float) -> None:
+    # What sqlite3.connect(timeout=...) sets; the pragma touches no file.
+    connection.execute(f"PRAGMA busy_timeout = {max(0, int(seconds * 1000))}")
+
+
+def _in_transaction(connection: sqlite3.Connection, begin: str, body: Callable[[], T]) -> T:
+    connection.execute(begin)
+    try:
+        result = body()
+        connection.execute("COMMIT")
+        return result
+    finally:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+
+
+def _create_if_empty(connection: sqlite3.Connection, path: str) -> None:
+    if _is_empty(connection, path):
+        for statement in _TABLES:
+            connection.execute(statement)
+
+
+def _is_empty(connection: sqlite3.Connection, path: str) -> bool:
+    """True for a database with nothing in it yet, False for a lionmsg store of this format; StoreError
+    for any other database or format. Call it inside a transaction: its three reads must see one state
+    of the file."""
     (application_id,) = connection.execute("PRAGMA application_id").fetchone()
     (version,) = connection.execute("PRAGMA user_version").fetchone()
+    # Read for every file: it makes SQLite parse the schema, so a damaged one is met here, on open.
+    (objects,) = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
     if application_id == 0 and version == 0:
-        (objects,) = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
         if objects:
             raise StoreError(f"store {path!r}: a SQLite database, but not a lionmsg store")
-        for statement in _TABLES if create else ():
-            connection.execute(statement)
-    elif application_id != APPLICATION_ID:
+        return True
+    if application_id != APPLICATION_ID:
         raise StoreError(f"store {path!r}: a SQLite database, but not a lionmsg store")
-    elif version != FORMAT_VERSION:
+    if version != FORMAT_VERSION:
         raise StoreError(f"store {path!r}: format version {version}; this lionmsg reads version {FORMAT_VERSION} only")
+    return False

@@ -8,10 +8,13 @@ A snapshot file is one JSON object:
 so any JSON client can tell what it holds, and `load_snapshot` returns the right type.
 
 `save_snapshot` serializes first (an object that cannot be serialized never touches the disk), writes
-a temporary file next to the target, flushes and fsyncs it, renames it over the target
-(`os.replace`, atomic on POSIX and Windows), then fsyncs the directory so the rename itself is durable.
-A failure or a crash at any point leaves the previous snapshot as it was: a failure removes the
-temporary file; a killed process may leave one behind (`.<name>.<random>.tmp`), which is never read.
+a temporary file next to the target, flushes and fsyncs it, opens the directory, renames the file over
+the target (`os.replace`, atomic on POSIX and Windows), then fsyncs the directory so the rename itself
+is durable. A failure up to the rename (the directory cannot be opened included) leaves the previous
+snapshot as it was and removes the temporary file; a crash at any point leaves the previous snapshot or
+the new one, whole (a killed process may leave a temporary file behind, `.<name>.<random>.tmp`, which is
+never read). Only the directory's fsync comes after the rename: when it fails (an I/O error), the error
+is raised with the new snapshot in place, and the rename may not survive a power loss.
 The replaced file keeps the previous file's permission bits. Observers (`on_message_added`) are
 callables and are not part of a snapshot.
 """
@@ -51,7 +54,9 @@ _KEYS = {"format", "version", "kind", "data"}
 
 
 def save_snapshot(obj: Snapshotable, path: str | os.PathLike[str]) -> None:
-    """Write `obj` to `path` as a snapshot, replacing any previous file atomically."""
+    """Write `obj` to `path` as a snapshot, replacing any previous file atomically. An error raised
+    before the rename leaves the previous file; only a failed fsync of the directory, after the rename,
+    is raised with the new snapshot in place (see the module docstring)."""
     kind = next((name for name, cls in _KINDS.items() if isinstance(obj, cls)), None)
     if kind is None:
         raise TypeError(f"save_snapshot takes a MessageManager, a Branch or an Exchange, got {type(obj).__name__}")
@@ -123,23 +128,42 @@ def _replace_atomically(path: Path, payload: bytes) -> None:
             file.write(payload)
             file.flush()
             os.fsync(file.fileno())
-        os.replace(temporary, path)
+        # Opened before the rename: a folder that cannot be opened (write and search permission but
+        # no read permission, say) fails the save while the previous snapshot is still in place.
+        folder = _open_directory(directory)
+        try:
+            os.replace(temporary, path)
+        except BaseException:
+            _close_directory(folder)
+            raise
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
-    _fsync_directory(directory)
+    try:
+        _fsync_directory(folder)
+    finally:
+        _close_directory(folder)
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename durable (POSIX); a file system that cannot fsync a directory is left as is."""
+def _open_directory(directory: Path) -> int | None:
+    """A descriptor of the folder, for fsyncing the rename (None on Windows, which has none)."""
     if os.name == "nt":  # pragma: no cover - Windows has no directory descriptors
+        return None
+    return os.open(directory, os.O_RDONLY)
+
+
+def _fsync_directory(descriptor: int | None) -> None:
+    """Make the rename durable (POSIX); a file system that cannot fsync a directory is left as is."""
+    if descriptor is None:  # pragma: no cover - Windows
         return
-    descriptor = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(descriptor)
     except OSError as exc:  # pragma: no cover - e.g. some network file systems
         if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
             raise
-    finally:
+
+
+def _close_directory(descriptor: int | None) -> None:
+    if descriptor is not None:
         os.close(descriptor)

@@ -1,4 +1,4 @@
-"""SQLiteStore: branch histories in one SQLite file (WAL), written through as they change.
+"""SQLiteStore: branch histories in one SQLite file (WAL while open), written through as they change.
 
 Attaching a history (`attach`) first makes the stored branch exactly the manager's history (what was
 stored under that id before is replaced; `load` a branch and attach the loaded manager to continue
@@ -31,13 +31,21 @@ or power loss can lose the last commits, and never corrupts the file. `synchrono
 survives those, for an fsync per write (measured here: about 0.4 ms per write against 0.06 ms).
 
 A failed write is raised from the `add_message` / `set_system` / `clear_messages` that caused it (an
-error from SQLite as a `StoreError` naming the store, branch and message; a record that cannot be
-serialized as pydantic's error); the change stays in the manager, as with every observer failure, and
-the next write rewrites the branch.
+error from SQLite as a `StoreError` naming the store, branch and message, a `CorruptStoreError` when
+the file is damaged; a record that cannot be serialized as `UnwritableRecordError`); the change stays
+in the manager, as with every observer failure, and the next write rewrites the branch.
 
 The connection is shared by the store's attachments and guarded by a lock, so histories attached to
 one store may be used from different threads. Writes block: from async code they cost one short
-synchronous transaction per message.
+synchronous transaction per message. `close()` (or `detach()`) from another thread lets a write in
+progress commit first; a write that had not taken the lock yet is skipped, silently.
+
+The file: any number of stores (threads, processes) may open one file, a new one included, at once.
+While a writer is open the file is in WAL mode (readers never wait for a writer's transaction), with
+its `-wal` and `-shm` files beside it; the last writer to close it switches it back to the rollback
+journal, so a closed store is one file that a read-only open (`read_only=True`) reads without creating
+anything. Opening and closing a writer thus moves the header's change counter; the data stay as they
+were.
 """
 
 from __future__ import annotations
@@ -66,7 +74,8 @@ from lionmsg.store.errors import (
     UnwritableRecordError,
 )
 from lionmsg.store.hooks import HistoryEvent, watch_history
-from lionmsg.store.schema import check_store, prepare
+from lionmsg.store.schema import check_store, prepare, release
+from lionmsg.store.sqlite_errors import store_error
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -107,9 +116,10 @@ class Attachment:
     def sync(self) -> None:
         """Rewrite the stored branch from the manager now (after changes made behind its back).
         StoreError once detached: the branch id may hold another history by then."""
-        if not self.attached:
-            raise StoreError(f"store {self.store.path!r}: branch {self.branch_id!r} is detached: nothing to sync")
-        self.store._write(self, "the history", None)
+        with self.store._lock:  # so that a detach or close cannot come between the check and the write
+            if not self.attached:
+                raise StoreError(f"store {self.store.path!r}: branch {self.branch_id!r} is detached: nothing to sync")
+            self.store._write(self, "the history", None)
 
     def detach(self) -> None:
         """Stop persisting this history (what is stored stays). Idempotent."""
@@ -146,12 +156,12 @@ class SQLiteStore:
                 target, timeout=timeout, isolation_level=None, check_same_thread=False, uri=read_only
             )
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open store {self.path!r}: {exc}") from exc
+            raise store_error(f"cannot open store {self.path!r}: {exc}", exc) from exc
         try:
             if read_only:
-                check_store(connection, self.path)
+                check_store(connection, self.path, timeout)
             else:
-                prepare(connection, self.path, synchronous)
+                prepare(connection, self.path, synchronous, timeout)
         except BaseException:
             connection.close()
             raise
@@ -160,13 +170,26 @@ class SQLiteStore:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Detach every attached history and close the file. Idempotent."""
+        """Detach every attached history and close the file. Idempotent.
+
+        Writes from other threads: one in progress (it holds the store's lock) finishes, committed,
+        before close() goes on; one that had not taken the lock yet is skipped, as after `detach()`
+        (its history keeps the change; the store does not have it) and raises nothing.
+
+        The last connection of a writer to close a file switches it back to SQLite's rollback journal
+        (see `schema.release`): a cleanly closed store is one file, which a read-only open reads
+        without creating anything. While another connection has it open it stays in WAL mode."""
         with self._lock:
             for attachment in list(self._attachments.values()):
                 self._detach(attachment)
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
+            connection, self._connection = self._connection, None
+            if connection is None:
+                return
+            try:
+                if not self.read_only:
+                    release(connection)
+            finally:
+                connection.close()
 
     @property
     def closed(self) -> bool:
@@ -188,7 +211,9 @@ class SQLiteStore:
     def attach(self, history: MessageManager | Branch, branch_id: str | UUID) -> Attachment:
         """Persist `history` (a MessageManager, or a Branch's) as `branch_id`, now and after every
         change. StoreError when the branch id is attached to another history in this store, or this
-        history to another branch id of it."""
+        history to another branch id of it. A failed attach (those errors, a first write that fails, a
+        manager whose `on_message_added` or `on_history_changed` is no longer a list) leaves nothing
+        behind: no observer, no listener, the branch id free."""
         manager = history.msgs if isinstance(history, Branch) else history
         if not isinstance(manager, MessageManager):
             raise TypeError(f"attach takes a MessageManager or a Branch, got {type(history).__name__}")
@@ -205,12 +230,12 @@ class SQLiteStore:
                         f"store {self.path!r}: this history is already attached as branch {other.branch_id!r}"
                     )
             attachment = Attachment(self, manager, key)
+            self._hook(attachment)
+            # Registered only once its hooks are in place; a failed first write undoes everything.
             manager._track_changes()
             self._attachments[key] = attachment
-            manager.on_message_added.insert(0, attachment)
-            attachment._unwatch = watch_history(manager, attachment._history_changed)
             try:
-                attachment.sync()
+                self._write(attachment, "the history", None)
             except BaseException:
                 self._detach(attachment)
                 raise
@@ -236,9 +261,15 @@ class SQLiteStore:
             raise CorruptStoreError(f"store {self.path!r}, branch {key!r}: not a valid history: {exc}") from exc
 
     def branches(self) -> list[str]:
-        """The stored branch ids, in the order they were first stored."""
+        """The stored branch ids, in the order they were first stored. CorruptStoreError for a stored id
+        that is not one (a BLOB or empty text, which this package never writes and `load` cannot take)."""
         with self._reading("the branch list") as connection:
-            return [branch_id for (branch_id,) in connection.execute("SELECT branch_id FROM branches ORDER BY rowid")]
+            stored = [branch_id for (branch_id,) in connection.execute("SELECT branch_id FROM branches ORDER BY rowid")]
+        for branch_id in stored:
+            if not isinstance(branch_id, str) or not branch_id:
+                why = "is empty" if branch_id == "" else f"is a {type(branch_id).__name__}, not text"
+                raise CorruptStoreError(f"store {self.path!r}: the branch list is corrupt: the id {branch_id!r} {why}")
+        return stored
 
     # -- writing (called by attachments) -----------------------------------------------------------
 
@@ -278,33 +309,36 @@ class SQLiteStore:
 
     def _write(self, attachment: Attachment, what: str, write: Callable[[sqlite3.Connection], None] | None) -> None:
         """One transaction: `write`, then the check against the manager (and the rewrite it may call
-        for); a rewrite of the whole branch when `write` is None. Any failure rolls it back and marks
-        the attachment stale; SQLite's errors are raised as StoreError, a record that cannot be written
-        as UnwritableRecordError (see _record)."""
-        try:
-            with self._transaction("BEGIN IMMEDIATE") as connection:
-                if not attachment.attached:  # detached meanwhile (another thread): what is stored stays
-                    return
-                if attachment._stale or write is None:
-                    self._rewrite(connection, attachment)
-                else:
-                    try:
-                        write(connection)
-                    except sqlite3.IntegrityError:  # a position taken or no branch row: out of line
+        for); a rewrite of the whole branch when `write` is None; nothing once detached. Any failure
+        rolls it back and marks the attachment stale; SQLite's errors are raised as StoreError
+        (CorruptStoreError for a damaged file), a record that cannot be written as
+        UnwritableRecordError (see _record)."""
+        with self._lock:
+            # Detached meanwhile (by another thread's detach() or close()) before this write took the
+            # lock: skipped, what is stored stays, and a closed store is no error here.
+            if not attachment.attached:
+                return
+            try:
+                with self._transaction("BEGIN IMMEDIATE") as connection:
+                    if attachment._stale or write is None:
                         self._rewrite(connection, attachment)
                     else:
-                        self._keep_in_line(connection, attachment)
-        except sqlite3.Error as exc:
-            attachment._stale = True
-            raise StoreError(
-                f"store {self.path!r}, branch {attachment.branch_id!r}: cannot write {what}: {exc}"
-            ) from exc
-        except BaseException:
-            attachment._stale = True
-            raise
-        attachment._stale = False
-        pile = attachment.manager.messages
-        attachment._written = (pile, changes_made(pile))
+                        try:
+                            write(connection)
+                        except sqlite3.IntegrityError:  # a position taken or no branch row: out of line
+                            self._rewrite(connection, attachment)
+                        else:
+                            self._keep_in_line(connection, attachment)
+            except sqlite3.Error as exc:
+                attachment._stale = True
+                what_failed = f"store {self.path!r}, branch {attachment.branch_id!r}: cannot write {what}: {exc}"
+                raise store_error(what_failed, exc) from exc
+            except BaseException:
+                attachment._stale = True
+                raise
+            attachment._stale = False
+            pile = attachment.manager.messages
+            attachment._written = (pile, changes_made(pile))
 
     def _record(self, attachment: Attachment, message: Message) -> str:
         try:
@@ -354,15 +388,23 @@ class SQLiteStore:
         connection.execute(_UPSERT, (key, message_id, 0, record))
         connection.execute("UPDATE branches SET system_id = ? WHERE branch_id = ?", (message_id, key))
 
+    @staticmethod
+    def _hook(attachment: Attachment) -> None:
+        """Put the attachment first among the manager's observers and watch its history; a failure
+        (the manager's lists replaced by something else) leaves neither behind."""
+        manager = attachment.manager
+        manager.on_message_added.insert(0, attachment)
+        try:
+            attachment._unwatch = watch_history(manager, attachment._history_changed)
+        except BaseException:
+            _remove(manager.on_message_added, attachment)
+            raise
+
     def _detach(self, attachment: Attachment) -> None:
         with self._lock:
             if self._attachments.get(attachment.branch_id) is attachment:
                 del self._attachments[attachment.branch_id]
-            observers = attachment.manager.on_message_added
-            for index, observer in enumerate(observers):
-                if observer is attachment:
-                    del observers[index]
-                    break
+            _remove(attachment.manager.on_message_added, attachment)
             attachment._unwatch()
             attachment._unwatch = _nothing
 
@@ -374,6 +416,8 @@ class SQLiteStore:
         def corrupt(reason: str) -> CorruptRecordError:
             return CorruptRecordError(self.path, key, str(message_id), position, reason)
 
+        if not isinstance(message_id, str):
+            raise corrupt(f"the message id is a {type(message_id).__name__}, not text")
         if not isinstance(position, int) or position < 0:
             raise corrupt(f"the position {position!r} is not a non-negative integer")
         if not isinstance(record, str):
@@ -416,10 +460,8 @@ class SQLiteStore:
         try:
             with self._transaction("BEGIN") as connection:
                 yield connection
-        except sqlite3.OperationalError as exc:  # locked, unreadable text, ...: the file may be fine
-            raise StoreError(f"store {self.path!r}: cannot read {what}: {exc}") from exc
-        except sqlite3.DatabaseError as exc:  # "database disk image is malformed" and the like
-            raise CorruptStoreError(f"store {self.path!r}: cannot read {what}: {exc}") from exc
+        except sqlite3.Error as exc:  # locked, unreadable text, ...: the file may be fine; or damaged
+            raise store_error(f"store {self.path!r}: cannot read {what}: {exc}", exc) from exc
 
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
@@ -449,6 +491,14 @@ def _branch_key(branch_id: Any) -> str:
     if not branch_id:
         raise ValueError("a branch id cannot be empty")
     return branch_id
+
+
+def _remove(observers: list[Any], attachment: Attachment) -> None:
+    """Take this attachment out of an observer list (by identity: observers may compare equal)."""
+    for index, observer in enumerate(observers):
+        if observer is attachment:
+            del observers[index]
+            break
 
 
 def _nothing() -> None:

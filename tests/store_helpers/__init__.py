@@ -59,3 +59,25 @@ def execute(path: Path, sql: str, *parameters: Any) -> None:
             connection.execute(sql, parameters)
     finally:
         connection.close()
+
+
+def data_of(path: Path) -> bytes:
+    """The file's bytes less the two header counters SQLite moves whenever the file changes (the change
+    counter, bytes 24-27, and the version-valid-for number, 92-95): a writer's open and close switch the
+    journal mode (WAL, then back to the rollback journal), which moves them and nothing else."""
+    raw = bytearray(path.read_bytes())
+    raw[24:28] = raw[92:96] = bytes(4)
+    return bytes(raw)
+
+
+def journal_mode(path: Path) -> str:
+    """The journal mode the file's header records ("wal" or "delete"), read without opening it in SQLite
+    (which could change it): bytes 18 and 19 are 2 for WAL, 1 for a rollback journal."""
+    with path.open("rb") as file:
+        header = file.read(20)
+    return {b"\x02\x02": "wal", b"\x01\x01": "delete"}[header[18:20]]
+
+
+def listing(directory: Path) -> list[str]:
+    """The names in a folder: a store is one file, or three while in WAL mode (-wal, -shm)."""
+    return sorted(entry.name for entry in directory.iterdir())
