@@ -10,9 +10,13 @@ is read as a `.json` file is; anything else as JSON Lines. `show -` reads record
 a snapshot must be named as a file.
 
 Exit status: 0 when everything is valid, 1 when a record (or a JSON line) is invalid, 2 for a usage
-error, an unreadable file or a missing optional dependency. Bad input never produces a traceback: text
-the output cannot encode (a lone surrogate, a file name's undecodable bytes, any non-ASCII character
-on an ASCII terminal) is written as a backslash escape.
+error, an unreadable file, an output that cannot be written (a full disk) or a missing optional
+dependency. Bad input never produces a traceback: text the output cannot encode (a lone surrogate, any
+non-ASCII character on an ASCII terminal) is written as a backslash escape, and untrusted text holding
+a character a terminal would act on (ESC, a line break, a bidi control) or an undecodable byte is
+escaped as JSON: a name (a file, a branch, an inbox, a record's id) quoted whole, any other text (an
+error message quoting a record) character by character. A closed standard output (`>&-`) is a reader
+that left before the first line.
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ from __future__ import annotations
 import argparse
 import codecs
 import contextlib
+import errno
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -41,10 +46,90 @@ class UsageError(Exception):
     """Reported as `lionmsg: <message>` with exit status 2."""
 
 
+class _UnwritableOutput(Exception):
+    """The output refused a write for another reason than a reader who left (a full disk, an I/O
+    error): reported as `lionmsg: cannot write the output: <why>` with exit status 2."""
+
+
+class _Output:
+    """What a command writes to: standard output, or the stream main() was given.
+
+    A reader who left (BrokenPipeError) makes the rest of the output go nowhere, and the write raises
+    BrokenPipeError once more: `validate` ignores it and checks on, the other commands stop (`_main`).
+    No stream at all (started with `>&-`: Python leaves sys.stdout None) is a reader who left before
+    the first line. Any other OSError of a write is an _UnwritableOutput."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self._stream = None if stream is None or getattr(stream, "closed", False) else stream
+
+    @property
+    def encoding(self) -> Any:
+        return getattr(self._stream, "encoding", None)
+
+    def write(self, text: str) -> None:
+        if self._stream is None:
+            raise BrokenPipeError(errno.EPIPE, "the output's reader left")
+        self._guarded(self._stream.write, text)
+
+    def flush(self) -> None:
+        if self._stream is not None:
+            self._guarded(self._stream.flush)
+
+    def _guarded(self, operation: Callable[..., object], *args: str) -> None:
+        assert self._stream is not None
+        try:
+            operation(*args)
+        except BrokenPipeError:
+            self.drop()
+            raise
+        except OSError as error:
+            self.drop()
+            raise _UnwritableOutput(f"cannot write the output: {error.strerror or error}") from None
+
+    def drop(self) -> None:
+        """Write nothing more. What the stream still buffers goes to the null device when it is flushed
+        (at the latest when the interpreter exits) instead of failing once more there, which Python
+        would report as an ignored exception and exit status 120."""
+        stream, self._stream = self._stream, None
+        if stream is None:
+            return
+        try:
+            descriptor = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # an in-memory stream: nothing is flushed to a pipe
+            return
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, descriptor)
+        finally:
+            os.close(null)
+
+
+def _complain(message: str) -> None:
+    """`lionmsg: <message>` on standard error, with what a terminal would act on escaped (a message may
+    quote a file name or a record). Nothing when there is no standard error, or it cannot be written."""
+    if sys.stderr is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"lionmsg: {_escaped(message)}\n")
+        sys.stderr.flush()
+
+
+def _escaped(text: str, keep: str = "") -> str:
+    from lionmsg.runtime.render.table import escape_unprintable
+
+    return escape_unprintable(text, keep)
+
+
+def _quoted(text: str) -> str:
+    """A name (a file, a branch, a record id) as given, unless it holds a character that would break a
+    one-line report or that a terminal would act on (a newline, ESC): then quoted whole as JSON."""
+    return text if text.isprintable() else json.dumps(text)
+
+
 # -- schema ----------------------------------------------------------------------------------------
 
 
-def _schema(args: argparse.Namespace, out: TextIO) -> int:
+def _schema(args: argparse.Namespace, out: _Output) -> int:
     if args.list:
         out.write("\n".join([*schema_names(), BUNDLE_NAME]) + "\n")
         return EXIT_OK
@@ -77,9 +162,13 @@ def _read(path: str, stdin: TextIO | None) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
-        raise UsageError(f"cannot read {path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+        raise _not_utf8(path, error) from None
     except OSError as error:
-        raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
+        raise UsageError(f"cannot read {_quoted(path)}: {error.strerror or error}") from None
+
+
+def _not_utf8(path: str, error: UnicodeDecodeError) -> UsageError:
+    return UsageError(f"cannot read {_quoted(path)}: not UTF-8 text ({error.reason} at byte {error.start})")
 
 
 def _stdin_bytes(stdin: TextIO | None) -> bytes:
@@ -100,7 +189,7 @@ def _decode(path: str, raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise UsageError(f"cannot read {path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+        raise _not_utf8(path, error) from None
 
 
 _NOT_ONE_VALUE: Any = object()
@@ -117,51 +206,52 @@ def _one_value(text: str) -> Any:
 def _entries(path: str, text: str) -> Iterator[_Entry]:
     """JSON Lines for `.jsonl`/`.ndjson`; otherwise one JSON document (a record or a list of them). Stdin
     (`-`) is one document when the whole text is one JSON value, otherwise JSON Lines (a record on one
-    line reads the same either way)."""
+    line reads the same either way). Places name the file as `_quoted` shows it."""
+    label = _quoted(path)
     if path == "-":
         document = _one_value(text)
         if document is _NOT_ONE_VALUE:
-            yield from _json_lines(path, text)
+            yield from _json_lines(label, text)
         else:
-            yield from _document_entries(path, document)
+            yield from _document_entries(label, document)
         return
     if path.endswith(_JSON_LINES_SUFFIXES):
-        yield from _json_lines(path, text)
+        yield from _json_lines(label, text)
         return
     try:
         document = loads_json(text)
     except json.JSONDecodeError as error:
-        yield _Entry(f"{path}:{error.lineno}", syntax_error=f"not valid JSON: {error.msg} (column {error.colno})")
+        yield _Entry(f"{label}:{error.lineno}", syntax_error=f"not valid JSON: {error.msg} (column {error.colno})")
         return
     except ValueError as error:
-        yield _Entry(path, syntax_error=f"not valid JSON: {error}")
+        yield _Entry(label, syntax_error=f"not valid JSON: {error}")
         return
-    yield from _document_entries(path, document)
+    yield from _document_entries(label, document)
 
 
-def _json_lines(path: str, text: str) -> Iterator[_Entry]:
+def _json_lines(label: str, text: str) -> Iterator[_Entry]:
     # Lines end at "\n" only: str.splitlines() also breaks at U+2028, U+0085, \x1c..., which JSON
     # strings may hold raw (and `fuzz` writes them so), cutting a record in two.
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip(" \t\r\n"):  # JSON's white space only (str.strip also takes \x1c, NBSP, U+2028...)
             continue
         try:
-            yield _Entry(f"{path}:{number}", loads_json(line))
+            yield _Entry(f"{label}:{number}", loads_json(line))
         except json.JSONDecodeError as error:
-            yield _Entry(f"{path}:{number}", syntax_error=f"not valid JSON: {error.msg} (column {error.colno})")
+            yield _Entry(f"{label}:{number}", syntax_error=f"not valid JSON: {error.msg} (column {error.colno})")
         except ValueError as error:
-            yield _Entry(f"{path}:{number}", syntax_error=f"not valid JSON: {error}")
+            yield _Entry(f"{label}:{number}", syntax_error=f"not valid JSON: {error}")
 
 
-def _document_entries(path: str, document: Any) -> Iterator[_Entry]:
+def _document_entries(label: str, document: Any) -> Iterator[_Entry]:
     if isinstance(document, list):
         for index, record in enumerate(document):
-            yield _Entry(f"{path}[{index}]", record)
+            yield _Entry(f"{label}[{index}]", record)
     else:
-        yield _Entry(path, document)
+        yield _Entry(label, document)
 
 
-def _validate(args: argparse.Namespace, out: TextIO) -> int:
+def _validate(args: argparse.Namespace, out: _Output) -> int:
     from lionmsg.generated.messages import Message
 
     validator = _record_validator()
@@ -171,28 +261,29 @@ def _validate(args: argparse.Namespace, out: TextIO) -> int:
         try:
             text = _read(path, sys.stdin)
         except UsageError as error:
-            print(f"lionmsg: {error}", file=sys.stderr)
+            _complain(str(error))
             unreadable += 1
             continue
         for entry in _entries(path, text):
             checked += 1
             if entry.syntax_error is not None:
                 invalid += 1
-                report.write(f"{entry.where}: {entry.syntax_error}\n")
+                report.line(f"{entry.where}: {entry.syntax_error}")
                 continue
             errors = validator.errors(entry.record)
             if errors:
                 invalid += 1
                 kind = KINDS[validator.kind_of(entry.record)]
-                report.write(f"{entry.where}: invalid {kind} record{_id_of(entry.record)}\n")
-                report.writelines(f"    {error}\n" for error in errors)
+                report.line(f"{entry.where}: invalid {kind} record{_id_of(entry.record)}")
+                for rule in errors:
+                    report.line(f"    {rule}")
                 continue
             try:
                 Message.from_dict(entry.record)
             except (ValueError, TypeError) as error:  # the schema and the loader must agree: say so loudly
                 invalid += 1
-                report.write(f"{entry.where}: valid against the schemas but rejected by lionmsg: {error}\n")
-    report.write(f"{checked} record(s) checked, {invalid} invalid, {unreadable} file(s) unreadable\n")
+                report.line(f"{entry.where}: valid against the schemas but rejected by lionmsg: {error}")
+    report.line(f"{checked} record(s) checked, {invalid} invalid, {unreadable} file(s) unreadable")
     report.flush()
     if unreadable:
         return EXIT_USAGE
@@ -200,56 +291,27 @@ def _validate(args: argparse.Namespace, out: TextIO) -> int:
 
 
 class _Verdicts:
-    """validate's report. When its reader leaves (`lionmsg validate ... | head`), the rest of the report
-    is dropped but every record is still checked, so the exit status stays the verdict on all of them
-    (what `set -o pipefail` sees); the other commands just stop (`_main`'s BrokenPipeError)."""
+    """validate's report. When its reader leaves (`lionmsg validate ... | head`, or no standard output
+    at all), the rest of the report is dropped but every record is still checked, so the exit status
+    stays the verdict on all of them (what `set -o pipefail` sees); the other commands just stop
+    (`_main`'s BrokenPipeError). A line never holds a character a terminal would act on, nor a line
+    break: a path inside a record (`$.content['\x1b']`) or a loader's message may quote one."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: _Output) -> None:
         self._out = out
-        self._reader_left = False
 
-    def write(self, text: str) -> None:
-        if not self._reader_left:
-            self._guarded(self._out.write, text)
-
-    def writelines(self, lines: Iterable[str]) -> None:
-        for line in lines:
-            self.write(line)
+    def line(self, text: str) -> None:
+        with contextlib.suppress(BrokenPipeError):  # _Output drops the rest
+            self._out.write(_escaped(text) + "\n")
 
     def flush(self) -> None:
-        if not self._reader_left:
-            self._guarded(self._out.flush)
-
-    def _guarded(self, operation: Callable[..., object], *args: str) -> None:
-        try:
-            operation(*args)
-        except BrokenPipeError:
-            self._reader_left = True
-            _discard_output(self._out)
-
-
-def _discard_output(stream: TextIO) -> None:
-    """Point a stream whose reader left at the null device: what it still buffers goes nowhere when it
-    is flushed (at the latest when the interpreter exits) instead of raising BrokenPipeError again."""
-    try:
-        descriptor = stream.fileno()
-    except (AttributeError, OSError, ValueError):  # an in-memory stream: nothing is flushed to a pipe
-        return
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, descriptor)
-    finally:
-        os.close(null)
+        with contextlib.suppress(BrokenPipeError):
+            self._out.flush()
 
 
 def _id_of(record: Any) -> str:
     ident = record.get("id") if isinstance(record, dict) else None
     return f" {_quoted(ident)}" if isinstance(ident, str) else ""
-
-
-def _quoted(text: str) -> str:
-    """As given, unless it would break a one-line report (a newline, a control character): then quoted."""
-    return text if text.isprintable() else json.dumps(text)
 
 
 def _missing_extra(command: str, extra: str, error: ImportError) -> str:
@@ -267,7 +329,7 @@ def _record_validator() -> Any:
 # -- fuzz ------------------------------------------------------------------------------------------
 
 
-def _fuzz(args: argparse.Namespace, out: TextIO) -> int:
+def _fuzz(args: argparse.Namespace, out: _Output) -> int:
     try:
         from lionmsg.schema.fuzz import generate_records
     except ImportError as error:
@@ -289,6 +351,12 @@ def _kind_name(value: str | None) -> str | None:
     return kind
 
 
+def _branch_id(value: str) -> str:
+    if not value:  # a store never holds one: a usage error, as an unknown branch is
+        raise argparse.ArgumentTypeError("a branch id cannot be empty")
+    return value
+
+
 def _count(value: str) -> int:
     try:
         number = int(value)
@@ -304,7 +372,7 @@ def _count(value: str) -> int:
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-def _show(args: argparse.Namespace, out: TextIO) -> int:
+def _show(args: argparse.Namespace, out: _Output) -> int:
     from lionmsg.runtime.render.table import conversation_table, escape_unprintable
     from lionmsg.store import StoreError
 
@@ -319,7 +387,7 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
                 out.write(escape_unprintable(text, keep="\n") + "\n")
             out.write("\n")
     except (StoreError, _BadRecord) as error:
-        print(f"lionmsg: {error}", file=sys.stderr)
+        _complain(str(error))
         return EXIT_INVALID
     return EXIT_OK
 
@@ -340,7 +408,8 @@ class _BadRecord(Exception):
 
 
 def _histories(path: str, branch: str | None) -> Iterator[tuple[str, list[Any]]]:
-    """(title, messages) for each history the file (or standard input, `-`) holds."""
+    """(title, messages) for each history the file (or standard input, `-`) holds; a title never holds
+    a character a terminal would act on (names holding one are quoted, as `_quoted` does)."""
     stdin = path == "-"
     if stdin:
         raw = _stdin_bytes(sys.stdin)
@@ -350,7 +419,7 @@ def _histories(path: str, branch: str | None) -> Iterator[tuple[str, list[Any]]]
             with open(path, "rb") as file:
                 head = file.read(len(_SQLITE_HEADER))
         except OSError as error:
-            raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
+            raise UsageError(f"cannot read {_quoted(path)}: {error.strerror or error}") from None
     if head == _SQLITE_HEADER:
         if stdin:
             raise UsageError("show -: a SQLite store cannot be read from standard input; name its file")
@@ -366,7 +435,7 @@ def _histories(path: str, branch: str | None) -> Iterator[tuple[str, list[Any]]]
                 raise UsageError("show -: a snapshot cannot be read from standard input; name its file")
             yield from _snapshot_histories(path)
             return
-    yield path, [_load_record(entry) for entry in _entries(path, text)]
+    yield _quoted(path), [_load_record(entry) for entry in _entries(path, text)]
 
 
 def _store_histories(path: str, branch: str | None) -> Iterator[tuple[str, list[Any]]]:
@@ -394,8 +463,8 @@ def _snapshot_histories(path: str) -> Iterator[tuple[str, list[Any]]]:
             assert flow is not None  # listed owners have a mailbox
             if len(flow.outbox):
                 yield f"owner {owner}: outbox", [flow.items[ident] for ident in flow.outbox]
-            for name, inbox in flow.inboxes():
-                yield f"owner {owner}: {name}", [flow.items[ident] for ident in inbox]
+            for name, inbox in flow.inboxes():  # a snapshot's progression names are any text
+                yield f"owner {owner}: {_quoted(name)}", [flow.items[ident] for ident in inbox]
     elif isinstance(held, Branch):
         yield f"branch {_quoted(str(held.id))} ({len(held.messages)} messages)", list(held.messages)
     else:
@@ -454,13 +523,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a SQLite store, a JSON snapshot, or JSON/JSON Lines records; - reads records from stdin as validate does",
     )
-    show.add_argument("--branch", help="one branch of a SQLite store (default: every branch)")
+    show.add_argument("--branch", type=_branch_id, help="one branch of a SQLite store (default: every branch)")
     show.add_argument("--chat", action="store_true", help="also print the provider chat messages")
     show.set_defaults(run=_show)
     return parser
 
 
-def _ascii_only(out: TextIO) -> bool:
+def _ascii_only(out: _Output) -> bool:
     """Whether JSON written to `out` must escape non-ASCII: its encoding is not a Unicode one (an ASCII
     terminal), where a backslash escape of the stream would not be JSON's."""
     encoding = getattr(out, "encoding", None)
@@ -505,19 +574,24 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         undo()
 
 
-def _main(argv: Sequence[str] | None, stream: TextIO) -> int:
+def _main(argv: Sequence[str] | None, stream: TextIO | None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "schema" and args.name is not None and (args.list or args.bundle):
         option = "--list" if args.list else "--bundle"
         args.parser.error(f"argument {option}: not allowed with argument NAME")
+    output = _Output(stream)
     try:
-        status: int = args.run(args, stream)
-    except UsageError as error:
-        print(f"lionmsg: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        try:
+            status: int = args.run(args, output)
+        except UsageError as error:
+            _complain(str(error))
+            status = EXIT_USAGE
+        output.flush()  # a full disk is reported here, not met again when the interpreter exits
     except BrokenPipeError:  # `lionmsg fuzz | head`: the reader left; that is not an error
-        sys.stderr.close()
         return EXIT_OK
+    except _UnwritableOutput as error:
+        _complain(str(error))
+        return EXIT_USAGE
     return status
 
 

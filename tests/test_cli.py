@@ -3,6 +3,7 @@ escaping; tests/test_show.py has the rest), their output and exit status."""
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -19,6 +20,7 @@ import pytest
 from lionmsg import MessageManager
 from lionmsg.cli import main
 from lionmsg.runtime.render.table import address_label, conversation_table
+from lionmsg.runtime.wire import loads_json
 from lionmsg.schema.files import KINDS, schema_dir, schema_names
 from lionmsg.schema.validator import RecordValidator
 
@@ -327,6 +329,58 @@ def test_validate_an_integer_beyond_a_double_is_invalid_not_a_crash(tmp_path: Pa
     assert "(schema: envelope.schema.json#/properties/created_at/type)" in lines_of(out)[1]
 
 
+LONG = "9" * 5000  # past Python's int->str digit limit (4300 by default), so past what repr() spells
+LONG_SHOWN = "999999...999999 (5000 digits)"
+
+
+def test_validate_an_integer_too_long_to_spell_is_checked_and_shown_abbreviated(tmp_path: Path) -> None:
+    # jsonschema spells failing values with repr(), which refuses such an integer: that crashed validate,
+    # even on a valid generic Message (the union's other branches fail and spell its content).
+    ident = GOOD["id"]
+    records = tmp_path / "long.jsonl"
+    records.write_text(
+        f'{{"id": "{ident}", "created_at": {LONG}}}\n'
+        f'{{"id": "{ident}", "created_at": 1.0, "content": -{LONG}}}\n'
+        f'{{"id": "{ident}", "created_at": 1.0, "metadata": {{"lion_class": "ActionResponse"}},'
+        f' "content": {{"output": [{LONG}]}}}}\n'
+        f'{{"id": "{ident}", "created_at": 1.0, "sender": -1{LONG}}}\n'
+        f"{LONG}\n",
+        encoding="utf-8",
+    )
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps(BAD), encoding="utf-8")
+    assert run("validate", records, later) == (
+        1,
+        f"{records}:1: invalid Message record {ident}\n"
+        f"    $.created_at: {LONG_SHOWN} is not of type 'number'"
+        " (schema: envelope.schema.json#/properties/created_at/type)\n"
+        f"{records}:4: invalid Message record {ident}\n"
+        f"    $.sender: -199999...999999 (5001 digits) is not of type 'string', 'null'"
+        " (schema: envelope.schema.json#/$defs/address/type)\n"
+        f"{records}:5: invalid Message record\n"
+        f"    $: {LONG_SHOWN} is not of type 'object' (schema: messages/message.schema.json#/type)\n"
+        f"    $: {LONG_SHOWN} is not of type 'object' (schema: envelope.schema.json#/type)\n"
+        f"{later}: {BAD_REPORT[0]}\n{BAD_REPORT[1]}\n" + summary(6, 4),
+    )
+
+
+def test_the_validator_keeps_its_verdict_on_integers_too_long_to_spell() -> None:
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else None
+    long = loads_json(LONG)
+    valid = {**GOOD, "content": {"n": [long, -long]}}
+    assert (VALIDATOR.is_valid(valid), VALIDATOR.errors(valid)) == (True, [])
+    invalid = {**GOOD, "embedding": [1.5, long]}
+    assert VALIDATOR.is_valid(invalid) is False
+    assert [str(error) for error in VALIDATOR.errors(invalid)] == [
+        f"$.embedding[1]: {LONG_SHOWN} is not of type 'number'"
+        " (schema: envelope.schema.json#/properties/embedding/items/type)"
+    ]
+    assert invalid["embedding"][1] == long
+    assert type(invalid["embedding"][1]) is int  # the record itself is left alone
+    if limit is not None:  # nothing process-wide changed
+        assert sys.get_int_max_str_digits() == limit
+
+
 def test_validate_reads_json_lines_from_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO(_lines(GOOD, "[1,", BAD)))
     status, out = run("validate", "-")
@@ -454,6 +508,16 @@ def test_fuzz_without_a_kind_emits_records_of_any_kind() -> None:
     records = [json.loads(line) for line in lines_of(out)]
     assert len(records) == 12
     assert all(VALIDATOR.is_valid(record) for record in records)
+
+
+def test_fuzz_gives_every_record_its_own_id() -> None:
+    # Hypothesis favours simple values (the all-zero UUID came 15 times in 200 records): records meant for
+    # histories and stores, where a repeated id replaces a message, get a fresh id instead of a repeat.
+    status, out = run("fuzz", "--count", "120", "--kind", "system", "--seed", "1")
+    assert status == 0
+    ids = [UUID(json.loads(line)["id"]) for line in lines_of(out)]
+    assert len(ids) == len(set(ids)) == 120
+    assert run("fuzz", "--count", "120", "--kind", "system", "--seed", "1") == (status, out)  # still reproducible
 
 
 def test_fuzz_count_zero_emits_nothing() -> None:
@@ -674,6 +738,9 @@ def test_console_script_pipes_fuzz_into_show() -> None:
         (["show", "-"], "\x00\x01 not json\n", 1),
         (["show", "-"], "[" * 100_000, 1),
         (["show", "-", "--branch", "x"], SURROGATE_RECORD, 2),
+        (["show", "-", "--branch", ""], SURROGATE_RECORD, 2),
+        (["validate", "-"], '{"id": "x", "created_at": ' + "9" * 5000 + "}\n", 1),
+        (["validate", "-"], f'{{"id": "{RECORD_ID}", "created_at": 1, "content": {"9" * 5000}}}\n', 0),
         (["show", "-"], '{"format": "lionmsg-snapshot", "version": 1, "kind": "manager", "data": {}}', 2),
         (["schema", "bundle.json", "--list"], "", 2),
         (["schema", "../../etc/passwd"], "", 2),
@@ -745,7 +812,7 @@ def test_text_the_output_cannot_encode_is_escaped() -> None:
 
 def test_a_file_name_that_is_not_utf8_is_escaped(tmp_path: Path) -> None:
     path = tmp_path / os.fsdecode(b"x\xff.json")  # its name reaches Python as "x\udcff.json"
-    shown_name = f"{tmp_path}/x\\udcff.json"
+    shown_name = f'"{tmp_path}/x\\udcff.json"'  # quoted as JSON, as every name holding what a terminal cannot print
     strict = {"PYTHONIOENCODING": "utf-8:strict"}
     path.write_text(json.dumps(BAD), encoding="utf-8")
     checked = _script("validate", str(path), env=strict)
@@ -757,7 +824,7 @@ def test_a_file_name_that_is_not_utf8_is_escaped(tmp_path: Path) -> None:
     missing = _script("validate", str(tmp_path / os.fsdecode(b"y\xff.json")), env=strict)
     assert (missing.returncode, missing.stderr) == (
         2,
-        f"lionmsg: cannot read {tmp_path}/y\\udcff.json: No such file or directory\n",
+        f'lionmsg: cannot read "{tmp_path}/y\\udcff.json": No such file or directory\n',
     )
     path.write_text(json.dumps(GOOD), encoding="utf-8")
     shown = _script("show", str(path), env=strict)
@@ -774,6 +841,111 @@ def test_fuzz_on_an_ascii_terminal_still_writes_json() -> None:
         json.loads(line) for line in lines_of(unicode.stdout)
     ]
     assert not unicode.stdout.isascii()  # the seed gives non-ASCII text: the case is exercised
+
+
+def test_a_file_name_a_terminal_would_act_on_is_quoted_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = tmp_path / "x\x1b[2J\x1b]0;pwned\x07\nfake.jsonl"
+    records.write_text(json.dumps(GOOD) + "\n" + json.dumps(BAD) + "\n", encoding="utf-8")
+    shown = f'"{tmp_path}/x\\u001b[2J\\u001b]0;pwned\\u0007\\nfake.jsonl"'
+    assert run("validate", records) == (1, f"{shown}:2: {BAD_REPORT[0]}\n{BAD_REPORT[1]}\n" + summary(2, 1))
+    assert run("show", records) == (1, "")
+    error = capsys.readouterr().err
+    assert error.startswith(f"lionmsg: {shown}:2: not a message record: 1 validation error for Instruction\\n")
+    assert error.count("\n") == 1  # pydantic's message is several lines: one line here
+    good = tmp_path / "y\u202e.json"
+    good.write_text(json.dumps(GOOD), encoding="utf-8")
+    status, out = run("show", good)
+    assert (status, lines_of(out)[0]) == (0, f'"{tmp_path}/y\\u202e.json"')
+    missing = tmp_path / "z\x1b[1m.json"
+    assert run("validate", missing) == (2, summary(0, 0, 1))
+    assert capsys.readouterr().err == f'lionmsg: cannot read "{tmp_path}/z\\u001b[1m.json": No such file or directory\n'
+    assert run("show", missing) == (2, "")
+    assert capsys.readouterr().err == f'lionmsg: cannot read "{tmp_path}/z\\u001b[1m.json": No such file or directory\n'
+
+
+def test_validate_escapes_what_a_terminal_would_act_on_in_its_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No schema rule sits under an arbitrary key today, but a path in a record or a loader's message may
+    # quote one: the report escapes whatever reaches it.
+    from lionmsg.schema.validator import RecordError
+
+    found = [RecordError("$.content['a\x1b[2J']", "envelope.schema.json#/", "bad\u202e\nvalue")]
+    monkeypatch.setattr(RecordValidator, "errors", lambda self, record: found)
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps(GOOD), encoding="utf-8")
+    assert run("validate", path) == (
+        1,
+        f"{path}: invalid Message record {GOOD['id']}\n"
+        "    $.content['a\\u001b[2J']: bad\\u202e\\nvalue (schema: envelope.schema.json#/)\n" + summary(1, 1),
+    )
+
+
+# -- the output: no standard output, a reader who left, a full disk --------------------------------
+
+OUTPUT_CASES = [
+    (["validate", rel(VALID[0])], 0, ""),
+    (["validate", rel(INVALID[0])], 1, ""),
+    (
+        ["validate", "tests/cases/missing.json", rel(INVALID[0])],
+        2,
+        "lionmsg: cannot read tests/cases/missing.json: No such file or directory\n",
+    ),
+    (["schema", "--bundle"], 0, ""),
+    (["fuzz", "--count", "3", "--seed", "1"], 0, ""),
+    (["show", rel(VALID[0])], 0, ""),
+    (["show", rel(VALID[0]), "--branch", "x"], 2, "lionmsg: --branch applies to a SQLite store only\n"),
+]
+
+
+def _shell(command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, shell=True, capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
+
+
+@pytest.mark.parametrize(("args", "status", "errors"), OUTPUT_CASES)
+def test_a_closed_stdout_is_a_reader_that_left_before_the_first_line(args: list[str], status: int, errors: str) -> None:
+    # `lionmsg ... >&-`: Python leaves sys.stdout None. validate checks everything and its status is the
+    # verdict; the other commands stop with status 0, as when a reader leaves (usage errors stay errors).
+    done = _shell(f"{shlex.quote(str(SCRIPT))} {shlex.join(args)} >&-")
+    assert (done.returncode, done.stdout, done.stderr) == (status, "", errors)
+
+
+def test_no_stdout_in_process_keeps_the_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(["validate", rel(VALID[0])]) == 0
+    assert main(["validate", rel(INVALID[0]), rel(VALID[0])]) == 1
+    assert main(["fuzz", "--count", "2"]) == 0
+
+
+@pytest.mark.parametrize(("args", "status", "errors"), OUTPUT_CASES)
+def test_an_output_that_cannot_be_written_is_one_line_and_status_2(args: list[str], status: int, errors: str) -> None:
+    # /dev/full refuses every write with ENOSPC, as a full disk does: the command stops there.
+    done = _shell(f"{shlex.quote(str(SCRIPT))} {shlex.join(args)} >/dev/full")
+    full = "lionmsg: cannot write the output: No space left on device\n"
+    written_nothing = status == 2 and args[0] == "show"  # a usage error before anything is written
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", errors if written_nothing else errors + full)
+
+
+class _FullStream(io.StringIO):
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_write_error_of_the_given_stream_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema", "--list"], out=_FullStream()) == 2
+    assert capsys.readouterr().err == "lionmsg: cannot write the output: No space left on device\n"
+
+
+@pytest.mark.parametrize("args", [["fuzz", "--count", "50"], ["schema", "--bundle"], ["show", rel(VALID[0])]])
+def test_the_other_commands_stop_with_status_0_when_the_reader_leaves(args: list[str]) -> None:
+    process = subprocess.Popen([SCRIPT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    assert process.stdout is not None
+    assert process.stderr is not None
+    process.stdout.close()
+    errors = process.stderr.read()
+    assert (process.wait(timeout=120), errors) == (0, b"")
 
 
 def test_a_record_too_deep_for_jsonschema_is_one_error_not_a_traceback() -> None:

@@ -108,6 +108,30 @@ def test_show_prints_the_mailboxes_of_an_exchange_snapshot(tmp_path: Path) -> No
     assert f"owner {a}: outbox" not in text  # an empty outbox is left out
 
 
+def test_an_inbox_name_a_terminal_would_act_on_is_quoted(tmp_path: Path) -> None:
+    import asyncio
+
+    exchange = Exchange()
+    a, b = exchange.register(PEER).owner(), exchange.register(UUID(int=7)).owner()
+    exchange.send(a, b, "hello b")
+    asyncio.run(exchange.collect_all())
+    path = tmp_path / "exchange.json"
+    save_snapshot(exchange, path)
+    document = json.loads(path.read_text(encoding="utf-8"))
+    renamed = 0
+    for flow in document["data"]["flows"]:
+        for progression in flow["progressions"]:
+            if progression["name"].startswith("inbox_"):  # a snapshot's names are any text
+                progression["name"] = "inbox_\x1b[2Jevil\u202e"
+                renamed += 1
+    assert renamed == 1
+    path.write_text(json.dumps(document), encoding="utf-8")
+    status, text = run("show", str(path))
+    assert status == 0
+    assert f'owner {b}: "inbox_\\u001b[2Jevil\\u202e"\n' in text
+    assert all(char.isprintable() or char == "\n" for char in text)
+
+
 def test_show_prints_json_lines_records(tmp_path: Path) -> None:
     manager = history()
     path = tmp_path / "records.jsonl"
@@ -145,6 +169,19 @@ def test_usage_errors_exit_2_with_one_line(
     status, _ = run(*(arg.format(**paths) for arg in argv))
     assert status == 2
     assert capsys.readouterr().err == message.format(**paths)
+
+
+def test_an_empty_branch_id_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # No store holds one (SQLiteStore refuses it), so it is refused with the other bad arguments.
+    database = tmp_path / "s.db"
+    with SQLiteStore(database) as store:
+        store.attach(history(), "first")
+    with pytest.raises(SystemExit) as raised:
+        run("show", str(database), "--branch", "")
+    assert raised.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("usage: lionmsg show ")
+    assert error.endswith("\nlionmsg show: error: argument --branch: a branch id cannot be empty\n")
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urldefrag, urljoin
 
 import referencing
@@ -28,6 +28,8 @@ from lionmsg.schema.inline import inline_refs
 from lionmsg.schema.patterns import python_pattern
 
 __all__ = ["RecordError", "RecordValidator"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,9 @@ class RecordValidator:
         }
 
     def is_valid(self, record: Any) -> bool:
+        return _spelling_long_integers_short(self._is_valid, record)
+
+    def _is_valid(self, record: Any) -> bool:
         return bool(self._verdict.is_valid(record))
 
     def kind_of(self, record: Any) -> str:
@@ -112,12 +117,12 @@ class RecordValidator:
         """Every broken rule, in record order; empty when the record is valid. A record nested too deeply
         for jsonschema (it recurses per level, and spells failing values with repr) is one error."""
         try:
-            return self._errors(record)
+            return _spelling_long_integers_short(self._errors, record)
         except RecursionError:
             return [RecordError("$", "", "nested too deeply to validate (jsonschema recurses per level)")]
 
     def _errors(self, record: Any) -> list[RecordError]:
-        if self.is_valid(record):
+        if self._is_valid(record):
             return []
         validator = self._kinds[self.kind_of(record)]
         found = sorted(validator.iter_errors(record), key=lambda e: (list(map(str, e.absolute_path)), e.message))
@@ -147,3 +152,68 @@ class RecordValidator:
         for part in [p for p in fragment.split("/") if p]:
             found = found[part.replace("~1", "/").replace("~0", "~")]
         return found, target, fragment
+
+
+# -- integers too long to spell ---------------------------------------------------------------------
+
+
+def _spelling_long_integers_short(check: Callable[[Any], _T], record: Any) -> _T:
+    """`check(record)`, or, when jsonschema cannot spell a failing value (it builds every message with
+    repr(), even in a union branch that does not decide the verdict, and repr() refuses an integer past
+    sys.get_int_max_str_digits()), `check` of a copy whose long integers spell themselves abbreviated.
+
+    The copy's integers are the same numbers (an int subclass), so the verdict is the same; only the
+    messages differ. Nothing process-wide changes: raising the digit limit would, for every thread."""
+    try:
+        return check(record)
+    except ValueError as error:
+        if "integer string conversion" not in str(error):
+            raise
+    return check(_long_integers_abbreviated(record))
+
+
+class _LongInteger(int):
+    """An integer too long for repr(): spelled as its leading and trailing digits and its length."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        magnitude = abs(self)
+        digits = _digit_count(magnitude)
+        head, tail = magnitude // 10 ** (digits - _SHOWN), magnitude % 10**_SHOWN
+        return f"{'-' if self < 0 else ''}{head}...{tail:0{_SHOWN}d} ({digits} digits)"
+
+    __str__ = __repr__
+
+
+_SHOWN = 6  # digits shown at each end of a long integer
+_ALWAYS_SPELLED_BITS = 2000  # below 640 digits, the smallest digit limit Python allows
+
+
+def _digit_count(magnitude: int) -> int:
+    """The decimal digits of a positive integer, without converting it to text."""
+    count = int((magnitude.bit_length() - 1) * math.log10(2)) + 1  # exact or one short
+    while 10**count <= magnitude:
+        count += 1
+    while count > 1 and 10 ** (count - 1) > magnitude:
+        count -= 1
+    return count
+
+
+def _long_integers_abbreviated(value: Any) -> Any:
+    """`value` (decoded JSON) with every integer repr() refuses replaced by an equal _LongInteger."""
+    if isinstance(value, dict):
+        return {key: _long_integers_abbreviated(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_long_integers_abbreviated(item) for item in value]
+    if type(value) is int and value.bit_length() > _ALWAYS_SPELLED_BITS and not _spells(value):
+        return _LongInteger(value)
+    return value
+
+
+def _spells(value: int) -> bool:
+    try:
+        repr(value)
+    except ValueError:
+        return False
+    return True
