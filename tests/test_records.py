@@ -644,3 +644,17 @@ def test_a_pile_takes_item_records_and_class_names_as_a_record_holds_them() -> N
         Pile([Node().to_dict()], item_type=[Message])
     with pytest.raises(TypeError, match=r"^item_type must be an element class or an iterable of them, got "):
         Pile([instruction], item_type=["NoSuchClass"])
+
+
+@pytest.mark.parametrize("load", ["from_dict", "from_json"])
+def test_a_record_spelling_uuids_in_upper_case_loads_them_and_writes_them_in_lower_case(load: str) -> None:
+    """The schema's UUID pattern allows A-F; every UUID is read as a UUID and written in its canonical
+    lower-case text (README: compare ids as UUIDs, not as text)."""
+    uuid_text = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+    for message in rich_messages():
+        record = message.to_dict()
+        shouting = json.loads(uuid_text.sub(lambda found: found[0].upper(), json.dumps(record)))
+        assert shouting != record
+        loaded = getattr(type(message), load)(shouting if load == "from_dict" else json.dumps(shouting))
+        assert loaded.id == message.id
+        assert loaded.to_dict() == record, type(message).__name__
