@@ -602,6 +602,24 @@ def test_an_integer_past_the_interpreters_digit_limit_is_written_and_read_exactl
         sys.set_int_max_str_digits(limit)
 
 
+def test_an_integer_past_the_digit_limit_projects_to_no_chat_message_until_the_limit_is_raised() -> None:
+    number = 10**5000  # rendering spells it with str(), which refuses it, as LionAGI's does (README)
+    message = Instruction(content={"instruction": "sum", "prompt_context": [{"n": number}]})
+    manager = MessageManager()
+    manager.add_message(instruction=message)
+    assert message.chat_msg is None
+    before = manager.to_dict()
+    with pytest.raises(ValueError, match=r"^One or more messages in the requested progression are invalid\.$"):
+        manager.to_chat_msgs()
+    assert manager.to_dict() == before
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)  # no limit
+    try:
+        assert str(number) in message.chat_msg["content"]  # type: ignore[index]
+    finally:
+        sys.set_int_max_str_digits(limit)
+
+
 # -- pydantic's own road: model_validate(model_dump()) -------------------------------------------
 
 
