@@ -22,17 +22,17 @@ database needs (SQLite would create them if it could, and a read-only connection
 
 from __future__ import annotations
 
-import contextlib
 import random
 import sqlite3
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from lionmsg.store.errors import StoreError
 from lionmsg.store.sqlite_errors import is_busy, store_error
 
-__all__ = ["APPLICATION_ID", "FORMAT_VERSION", "check_store", "prepare", "release", "retry_busy"]
+__all__ = ["APPLICATION_ID", "FORMAT_VERSION", "check_store", "prepare", "release", "release_closed", "retry_busy"]
 
 T = TypeVar("T")
 
@@ -111,18 +111,51 @@ def check_store(connection: sqlite3.Connection, path: str, timeout: float) -> No
         raise store_error(f"cannot open store {path!r}: {exc}", exc) from exc
 
 
-def release(connection: sqlite3.Connection) -> None:
+def release(connection: sqlite3.Connection) -> bool:
     """Before a writer's connection closes: switch the file back to SQLite's rollback journal when this
     is the last connection to it, so that a closed store is one file (SQLite checkpoints the WAL into
     it and removes the -wal and -shm files) and a read-only open, which cannot switch modes, creates
     no -wal/-shm files (and needs no write access to the folder). Never waits: while another
     connection has the file open (any connection in WAL mode holds a shared lock on it), SQLite
-    refuses at once and the file stays in WAL mode for that connection; the last writer to close
-    switches it. A failure (a damaged file, an I/O error) leaves the file as it is: the WAL keeps
-    every commit and the next opener recovers it."""
-    with contextlib.suppress(sqlite3.Error):
+    refuses at once and the file stays in WAL mode for that connection (False: see `release_closed`).
+    A failure (a damaged file, an I/O error) leaves the file as it is: the WAL keeps every commit and
+    the next opener recovers it."""
+    return _switch_to_rollback_journal(connection)
+
+
+def release_closed(path: str, attempts: int = 3) -> None:
+    """After a writer's connection closed without `release` succeeding: try the switch again from a
+    fresh connection. Two writers closing at the same moment each see the other's connection and
+    refuse; whichever closes last then finds the file free. A few tries, a few milliseconds apart
+    (jittered: two closers would otherwise meet again), then the file stays in WAL mode until the next
+    writer closes, as it does while a connection stays open. The fresh connection never creates the
+    file (a store removed meanwhile stays removed) and changes nothing in a file that is no longer a
+    lionmsg store."""
+    target = f"{Path(path).absolute().as_uri()}?mode=rw"
+    for attempt in range(attempts):
+        if attempt:
+            _sleep(0.001 + 0.004 * random.random())
+        try:
+            connection = sqlite3.connect(target, timeout=0, isolation_level=None, uri=True)
+        except sqlite3.Error:
+            return  # gone, or unreadable now: nothing to switch
+        try:
+            (application_id,) = connection.execute("PRAGMA application_id").fetchone()
+            if application_id != APPLICATION_ID or _switch_to_rollback_journal(connection):
+                return
+        except sqlite3.Error:
+            pass  # busy (another connection opened it meanwhile): try again
+        finally:
+            connection.close()
+
+
+def _switch_to_rollback_journal(connection: sqlite3.Connection) -> bool:
+    try:
         connection.execute("PRAGMA busy_timeout = 0")
-        connection.execute("PRAGMA journal_mode = DELETE")
+        (mode,) = connection.execute("PRAGMA journal_mode = DELETE").fetchone()
+    except sqlite3.Error:  # busy: another connection has the file open; or damaged: left as it is
+        return False
+    return str(mode).lower() in ("delete", "memory")  # an in-memory database has nothing to switch
 
 
 def retry_busy(connection: sqlite3.Connection, timeout: float, attempt: Callable[[], T]) -> T:
@@ -153,8 +186,13 @@ def retry_busy(connection: sqlite3.Connection, timeout: float, attempt: Callable
 
 
 def _set_busy_timeout(connection: sqlite3.Connection, seconds: float) -> None:
-    # What sqlite3.connect(timeout=...) sets; the pragma touches no file.
-    connection.execute(f"PRAGMA busy_timeout = {max(0, int(seconds * 1000))}")
+    # What sqlite3.connect(timeout=...) sets; the pragma touches no file. SQLite takes a C int of
+    # milliseconds: a longer timeout (infinity included) waits as long as SQLite can.
+    milliseconds = min(max(0.0, seconds * 1000), _LONGEST_BUSY_TIMEOUT_MS)
+    connection.execute(f"PRAGMA busy_timeout = {int(milliseconds)}")
+
+
+_LONGEST_BUSY_TIMEOUT_MS = 2**31 - 1
 
 
 def _in_transaction(connection: sqlite3.Connection, begin: str, body: Callable[[], T]) -> T:

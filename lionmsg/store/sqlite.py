@@ -74,7 +74,7 @@ from lionmsg.store.errors import (
     UnwritableRecordError,
 )
 from lionmsg.store.hooks import HistoryEvent, watch_history
-from lionmsg.store.schema import check_store, prepare, release
+from lionmsg.store.schema import check_store, prepare, release, release_closed
 from lionmsg.store.sqlite_errors import store_error
 
 if TYPE_CHECKING:
@@ -144,6 +144,8 @@ class SQLiteStore:
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+        if not isinstance(timeout, (int, float)) or not timeout >= 0:  # NaN fails `>=` too
+            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
         self.path = os.fspath(path)
         self.read_only = read_only
         self._lock = threading.RLock()
@@ -177,19 +179,23 @@ class SQLiteStore:
         (its history keeps the change; the store does not have it) and raises nothing.
 
         The last connection of a writer to close a file switches it back to SQLite's rollback journal
-        (see `schema.release`): a cleanly closed store is one file, which a read-only open reads
-        without creating anything. While another connection has it open it stays in WAL mode."""
+        (see `schema.release`; two writers closing at the same moment try again, a few milliseconds
+        apart, once closed: `schema.release_closed`): a cleanly closed store is one file, which a
+        read-only open reads without creating anything. While another connection has it open it stays
+        in WAL mode."""
         with self._lock:
             for attachment in list(self._attachments.values()):
                 self._detach(attachment)
             connection, self._connection = self._connection, None
             if connection is None:
                 return
+            released = self.read_only  # a read-only connection switches nothing
             try:
-                if not self.read_only:
-                    release(connection)
+                released = released or release(connection)
             finally:
                 connection.close()
+            if not released:
+                release_closed(self.path)
 
     @property
     def closed(self) -> bool:
