@@ -144,7 +144,7 @@ def release_closed(path: str, attempts: int = 3) -> None:
             if application_id != APPLICATION_ID or _switch_to_rollback_journal(connection):
                 return
         except sqlite3.Error:
-            pass  # busy (another connection opened it meanwhile): try again
+            continue  # busy (another connection opened it meanwhile): try again
         finally:
             connection.close()
 
