@@ -314,3 +314,144 @@ def test_the_live_list_is_kept_by_reference() -> None:
     manager = MessageManager(on_message_added=observers)
     assert manager.on_message_added is observers
     assert MessageManager().on_message_added == []
+
+
+# -- cancellation is no observer failure ------------------------------------------------------------
+
+
+class _Suspend:
+    """Suspends its awaiter once, without an event loop's help."""
+
+    def __await__(self) -> Any:
+        yield
+
+
+def _persist_fails(message: Message) -> None:
+    raise ValueError("persist failed")
+
+
+async def _never_done(message: Message) -> None:
+    await asyncio.sleep(3600)
+
+
+def test_a_timeout_while_an_observer_awaits_is_a_timeout_and_later_observers_do_not_run() -> None:
+    later: list[Message] = []
+
+    async def main() -> MessageManager:
+        manager = MessageManager(on_message_added=[_never_done, later.append, _persist_fails])
+        with pytest.raises(asyncio.TimeoutError):  # not a group holding the CancelledError
+            await asyncio.wait_for(manager.a_add_message(instruction="x"), 0.05)
+        return manager
+
+    manager = run(main())
+    assert [m.rendered for m in manager] == ["Instruction: x"]  # committed before the observers ran
+    assert later == []
+
+
+def test_a_cancelled_add_is_a_cancelled_task_keeps_earlier_failures_as_context_and_frees_the_lock() -> None:
+    async def main() -> None:
+        manager = MessageManager(on_message_added=[_persist_fails, _never_done, _persist_fails])
+        task = asyncio.create_task(manager.a_add_message(instruction="x"))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError) as raised:
+            await task
+        assert task.cancelled()
+        assert isinstance(raised.value.__context__, ValueError)  # the failure before it, not lost
+        assert not manager.messages.lock.locked()
+        manager.on_message_added.clear()
+        await manager.a_add_message(instruction="y")
+        assert [m.rendered for m in manager] == ["Instruction: x", "Instruction: y"]
+
+    run(main())
+
+
+def test_a_cancellation_with_failing_history_listeners_is_still_a_cancellation() -> None:
+    def listener_fails(event: str) -> None:
+        raise KeyError(event)
+
+    async def main() -> None:
+        manager = MessageManager(on_message_added=[_never_done])
+        manager.on_history_changed.append(listener_fails)
+        task = asyncio.create_task(manager.a_add_message(system="Be brief."))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError) as raised:
+            await task
+        assert isinstance(raised.value.__context__, KeyError)
+        assert manager.system is not None
+        assert manager.system.rendered == "Be brief."
+
+    run(main())
+
+
+def test_closing_the_coroutine_while_an_observer_is_suspended_runs_no_later_observer() -> None:
+    ran: list[Any] = []
+
+    async def first(message: Message) -> None:
+        await _Suspend()
+
+    async def main() -> None:
+        manager = MessageManager(on_message_added=[first, ran.append])
+        adding = manager.a_add_message(instruction="x")
+        adding.send(None)
+        adding.close()  # Python's rule: GeneratorExit is not swallowed ("coroutine ignored GeneratorExit")
+        assert ran == []
+        assert len(manager) == 1
+
+    run(main())
+
+
+def test_several_failures_with_a_failing_history_listener_are_one_group_with_no_member_as_its_context() -> None:
+    def listener_fails(event: str) -> None:
+        raise KeyError(event)
+
+    manager = MessageManager(on_message_added=[_persist_fails])
+    manager.on_history_changed.append(listener_fails)
+    with pytest.raises(BaseExceptionGroup) as raised:
+        manager.add_message(system="Be brief.")
+    assert [type(e) for e in raised.value.exceptions] == [KeyError, ValueError]
+    assert raised.value.__suppress_context__  # a traceback shows each failure once
+
+
+# -- callback shapes ------------------------------------------------------------------------------------
+
+
+class _PartialMethodAsyncCallable:
+    async def _record(self, tag: str, message: Message) -> None:
+        return None
+
+    __call__ = functools.partialmethod(_record, "seen")
+
+
+def test_an_async_call_made_by_partialmethod_is_refused_before_anything_changes() -> None:
+    # inspect sees through partialmethod only from Python 3.13: the check must not depend on it.
+    manager = MessageManager(on_message_added=[_PartialMethodAsyncCallable()])
+    with pytest.raises(RuntimeError, match=r"^Async on_message_added callback .* cannot fire from the sync"):
+        manager.add_message(instruction="x")
+    assert len(manager) == 0
+    run(manager.a_add_message(instruction="y"))
+    assert [m.rendered for m in manager] == ["Instruction: y"]
+
+
+def test_observers_set_to_none_mean_none_on_both_paths() -> None:
+    manager = MessageManager()
+    manager.on_message_added = None  # type: ignore[assignment]
+    manager.add_message(instruction="x")
+    run(manager.a_add_message(instruction="y"))
+    assert [m.rendered for m in manager] == ["Instruction: x", "Instruction: y"]
+
+
+def test_an_async_generator_observer_is_a_reported_failure_on_both_paths_not_silently_skipped() -> None:
+    async def streams(message: Message) -> Any:
+        yield message
+
+    seen: list[Message] = []
+    manager = MessageManager(on_message_added=[streams, seen.append])
+    refused = r"^on_message_added callback <function .*streams.*> is an async generator function; its body would"
+    with pytest.raises(TypeError, match=refused):
+        manager.add_message(instruction="x")
+    with pytest.raises(TypeError, match=refused):
+        run(manager.a_add_message(instruction="y"))
+    assert [m.rendered for m in manager] == ["Instruction: x", "Instruction: y"]  # observers are post-commit
+    assert seen == list(manager)  # and the others ran

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from collections import Counter
 from typing import Any
 
@@ -258,3 +259,22 @@ def test_concurrent_adds_with_failing_observers_commit_everything_and_report_per
             assert len(errors) == 2
             assert len(result.exceptions) == 2
             assert all(got is want for got, want in zip(result.exceptions, errors, strict=True))
+
+
+def test_the_pile_lock_a_running_loop_holds_survives_another_loop_using_the_pile() -> None:
+    # Each event loop has its own lock (an asyncio lock belongs to one loop); one loop's turn must not
+    # drop the lock another loop's task holds, which let a second holder in and broke the release.
+    manager = MessageManager()
+
+    async def main() -> None:
+        async with manager.messages:
+            other_loop = threading.Thread(target=lambda: asyncio.run(manager.a_add_message(instruction="other")))
+            other_loop.start()
+            await asyncio.to_thread(other_loop.join, 30)
+            same_loop = asyncio.create_task(manager.a_add_message(instruction="same"))
+            await asyncio.sleep(0.01)
+            assert not same_loop.done()  # still kept out by the lock this block holds
+        await same_loop  # and leaving the block released the lock it took
+
+    asyncio.run(main())
+    assert [m.rendered for m in manager] == ["Instruction: other", "Instruction: same"]

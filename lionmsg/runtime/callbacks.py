@@ -4,23 +4,39 @@ reporting failures.
 Callbacks are post-insertion observers: the message is committed before any callback runs, every
 callback in the snapshot runs even after others fail, one failure is re-raised as itself and several
 as one `BaseExceptionGroup("on_message_added hooks failed", errors)`.
+
+A cancellation is not an observer's failure: when the task running `a_add_message` is cancelled (or its
+coroutine closed) while an observer awaits, the `CancelledError` (`GeneratorExit`) propagates at once,
+as itself, and later observers do not run, so `asyncio.timeout`, `wait_for`, task groups and
+`coroutine.close()` work as asyncio promises. The message stays committed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import sys
 from collections.abc import Callable, Sequence
-from types import CoroutineType
+from types import AsyncGeneratorType, CoroutineType
 from typing import Any
 
 if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.10 CI run
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["MessageCallback", "is_async_callback", "run_async_callbacks", "run_sync_callbacks", "sync_preflight"]
+__all__ = [
+    "STOPPING",
+    "MessageCallback",
+    "is_async_callback",
+    "run_async_callbacks",
+    "run_sync_callbacks",
+    "sync_preflight",
+]
 
 MessageCallback = Callable[[Any], Any]
+
+# What stops an async add rather than failing an observer: the task's cancellation, the coroutine's close.
+STOPPING = (asyncio.CancelledError, GeneratorExit)
 
 
 def is_async_callback(callback: Any) -> bool:
@@ -34,8 +50,9 @@ def is_async_callback(callback: Any) -> bool:
         return False
     # Looked up on the class (as the call itself does); `callable()` cannot tell async from sync.
     call = next((klass.__dict__["__call__"] for klass in type(target).__mro__ if "__call__" in klass.__dict__), None)
-    if isinstance(call, (staticmethod, classmethod)):  # the wrapper is no function: what it wraps is
-        call = call.__func__
+    # The wrappers are no functions: what they wrap is (inspect sees through partialmethod only on 3.13+).
+    while isinstance(call, (staticmethod, classmethod, functools.partial, functools.partialmethod)):
+        call = call.func if isinstance(call, (functools.partial, functools.partialmethod)) else call.__func__
     return inspect.iscoroutinefunction(call)
 
 
@@ -58,6 +75,8 @@ def run_sync_callbacks(
     for callback in callbacks:
         try:
             result = callback(message)
+            if type(result) is AsyncGeneratorType:
+                raise _async_generator_refused(hook, callback)
             if inspect.isawaitable(result):
                 if inspect.iscoroutine(result):
                     result.close()  # never awaited: close it rather than leak a warning
@@ -77,14 +96,29 @@ async def run_async_callbacks(callbacks: Sequence[MessageCallback], message: Any
             # without inspect.isawaitable's Python-level call.
             if type(result) is CoroutineType or (result is not None and inspect.isawaitable(result)):
                 await result
+            elif type(result) is AsyncGeneratorType:
+                raise _async_generator_refused("on_message_added", callback)
+        except STOPPING as stop:
+            # Not a failure to collect: the caller is going away. Earlier failures stay visible as its context.
+            if errors and stop.__context__ is None:
+                stop.__context__ = _combined(errors, "on_message_added")
+            raise
         except BaseException as error:  # every callback runs; failures are re-raised below
             errors.append(error)
     if errors:
         _raise(errors, "on_message_added")
 
 
+def _async_generator_refused(hook: str, callback: MessageCallback) -> TypeError:
+    # An `async def` with a `yield` would never run its body: say so rather than skip it silently.
+    return TypeError(f"{hook} callback {callback!r} is an async generator function; its body would never run")
+
+
 def _raise(errors: list[BaseException], hook: str) -> None:
-    if len(errors) == 1:
-        raise errors[0]
     if errors:
-        raise BaseExceptionGroup(f"{hook} hooks failed", errors)
+        raise _combined(errors, hook)
+
+
+def _combined(errors: list[BaseException], hook: str) -> BaseException:
+    """One failure as itself, several as one group."""
+    return errors[0] if len(errors) == 1 else BaseExceptionGroup(f"{hook} hooks failed", errors)

@@ -19,7 +19,13 @@ from lionmsg.generated.messages import (
     Message,
     System,
 )
-from lionmsg.runtime.callbacks import MessageCallback, run_async_callbacks, run_sync_callbacks, sync_preflight
+from lionmsg.runtime.callbacks import (
+    STOPPING,
+    MessageCallback,
+    run_async_callbacks,
+    run_sync_callbacks,
+    sync_preflight,
+)
 from lionmsg.runtime.factories import AddMessageArguments, build_common, build_message, create_action_response
 from lionmsg.runtime.ids import parse_canonical_uuid
 from lionmsg.runtime.pile import Pile, changes_made
@@ -215,7 +221,7 @@ class MessageManager:
         finally:
             lock.release()
         try:
-            await run_async_callbacks(list(self.on_message_added), message)
+            await run_async_callbacks(list(self.on_message_added or ()), message)
         except BaseException as observers_failed:
             _raise_hook_failures(listeners_failed, observers_failed, "a_add_message")
         if listeners_failed is not None:
@@ -464,10 +470,15 @@ def _raise_hook_failures(
     listeners_failed: BaseException | None, observers_failed: BaseException, path: str
 ) -> NoReturn:
     """The observers' failure as itself, or with the history listeners' (a system message added) as one
-    group: neither hides the other."""
+    group: neither hides the other. A cancellation propagates as itself (see `callbacks.STOPPING`)."""
     if listeners_failed is None:
         raise observers_failed
-    raise BaseExceptionGroup(f"{path} hooks failed", [listeners_failed, observers_failed])
+    if isinstance(observers_failed, STOPPING):
+        if observers_failed.__context__ is None:
+            observers_failed.__context__ = listeners_failed
+        raise observers_failed
+    # `from None`: the group's members are its story; the handled member is no separate context.
+    raise BaseExceptionGroup(f"{path} hooks failed", [listeners_failed, observers_failed]) from None
 
 
 def _observer_list(observers: Any) -> list[MessageCallback]:

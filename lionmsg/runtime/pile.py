@@ -364,7 +364,11 @@ class Pile(Element, Generic[T]):
         loop = asyncio.get_running_loop()
         lock = self._locks.get(loop)
         if lock is None:
-            self._locks.clear()  # a pile lives in one loop at a time; forget locks of finished loops
+            # Forget the locks of closed loops only: dropping one a running loop holds would let a second
+            # holder in there and make its holder's release fail. Loops do not share a lock (an asyncio
+            # lock belongs to one loop), so it excludes the tasks of one loop only (README: threads).
+            for finished in [other for other in self._locks if other.is_closed()]:
+                del self._locks[finished]
             lock = self._locks[loop] = asyncio.Lock()
         return lock
 
