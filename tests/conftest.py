@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +40,19 @@ def assert_record_refused(load: Callable[[Any], Any], record: Any, match: str, l
     assert raised.type is ValidationError
     assert raised.value.errors()[0]["loc"] == loc
     assert record == before
+
+
+@pytest.fixture
+def default_digit_limit() -> Iterator[bool]:
+    """Python's default int->str digit limit (4,300) for one test, whatever PYTHONINTMAXSTRDIGITS or
+    another test set; False on an interpreter without the limit (before 3.10.7), where any integer spells
+    itself. The limit before the test is put back."""
+    if not hasattr(sys, "get_int_max_str_digits"):
+        yield False
+        return
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(4300)
+    try:
+        yield True
+    finally:
+        sys.set_int_max_str_digits(before)

@@ -330,10 +330,20 @@ def test_validate_an_integer_beyond_a_double_is_invalid_not_a_crash(tmp_path: Pa
 
 
 LONG = "9" * 5000  # past Python's int->str digit limit (4300 by default), so past what repr() spells
-LONG_SHOWN = "999999...999999 (5000 digits)"
 
 
-def test_validate_an_integer_too_long_to_spell_is_checked_and_shown_abbreviated(tmp_path: Path) -> None:
+def _shown(text: str, limited: bool) -> str:
+    """How an error spells the integer `text`: abbreviated where repr() refuses it, else in full."""
+    if not limited:
+        return text
+    sign, digits = ("-", text[1:]) if text.startswith("-") else ("", text)
+    return f"{sign}{digits[:6]}...{digits[-6:]} ({len(digits)} digits)"
+
+
+def test_validate_an_integer_too_long_to_spell_is_checked_and_shown_abbreviated(
+    tmp_path: Path, default_digit_limit: bool
+) -> None:
+    shown, shown_negative = _shown(LONG, default_digit_limit), _shown("-1" + LONG, default_digit_limit)
     # jsonschema spells failing values with repr(), which refuses such an integer: that crashed validate,
     # even on a valid generic Message (the union's other branches fail and spell its content).
     ident = GOOD["id"]
@@ -352,27 +362,28 @@ def test_validate_an_integer_too_long_to_spell_is_checked_and_shown_abbreviated(
     assert run("validate", records, later) == (
         1,
         f"{records}:1: invalid Message record {ident}\n"
-        f"    $.created_at: {LONG_SHOWN} is not of type 'number'"
+        f"    $.created_at: {shown} is not of type 'number'"
         " (schema: envelope.schema.json#/properties/created_at/type)\n"
         f"{records}:4: invalid Message record {ident}\n"
-        f"    $.sender: -199999...999999 (5001 digits) is not of type 'string', 'null'"
+        f"    $.sender: {shown_negative} is not of type 'string', 'null'"
         " (schema: envelope.schema.json#/$defs/address/type)\n"
         f"{records}:5: invalid Message record\n"
-        f"    $: {LONG_SHOWN} is not of type 'object' (schema: messages/message.schema.json#/type)\n"
-        f"    $: {LONG_SHOWN} is not of type 'object' (schema: envelope.schema.json#/type)\n"
+        f"    $: {shown} is not of type 'object' (schema: messages/message.schema.json#/type)\n"
+        f"    $: {shown} is not of type 'object' (schema: envelope.schema.json#/type)\n"
         f"{later}: {BAD_REPORT[0]}\n{BAD_REPORT[1]}\n" + summary(6, 4),
     )
 
 
-def test_the_validator_keeps_its_verdict_on_integers_too_long_to_spell() -> None:
-    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else None
+def test_the_validator_keeps_its_verdict_on_integers_too_long_to_spell(default_digit_limit: bool) -> None:
+    shown = _shown(LONG, default_digit_limit)
+    limit = sys.get_int_max_str_digits() if default_digit_limit else None
     long = loads_json(LONG)
     valid = {**GOOD, "content": {"n": [long, -long]}}
     assert (VALIDATOR.is_valid(valid), VALIDATOR.errors(valid)) == (True, [])
     invalid = {**GOOD, "embedding": [1.5, long]}
     assert VALIDATOR.is_valid(invalid) is False
     assert [str(error) for error in VALIDATOR.errors(invalid)] == [
-        f"$.embedding[1]: {LONG_SHOWN} is not of type 'number'"
+        f"$.embedding[1]: {shown} is not of type 'number'"
         " (schema: envelope.schema.json#/properties/embedding/items/type)"
     ]
     assert invalid["embedding"][1] == long
