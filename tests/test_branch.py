@@ -321,3 +321,13 @@ def test_a_branch_record_whose_view_is_null_ids_or_a_progression_still_loads() -
         expected = list(branch.progression) if view is None else [branch.messages[1].id, branch.messages[2].id]
         assert list(loaded.progression) == expected
         loaded.to_dict()  # and it writes back
+
+
+def test_on_message_added_is_the_managers_live_observer_list_as_in_lionagi() -> None:
+    branch = Branch(system="Be brief.")
+    seen: list[Any] = []
+    branch.on_message_added.append(seen.append)
+    assert branch.on_message_added is branch.msgs.on_message_added
+    message = branch.msgs.add_message(instruction="Q?")
+    assert seen == [message]
+    assert list(branch.progression) == [branch.system.id, message.id]  # type: ignore[union-attr]  # its own observer too

@@ -6,6 +6,7 @@ import json
 import re
 import threading
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -24,6 +25,7 @@ from lionmsg import (
     Message,
     MessageRole,
     Node,
+    Progression,
     RoledMessage,
     Sendable,
     System,
@@ -94,10 +96,11 @@ def test_every_serializer_carries_role_and_they_agree(cls: type[Message]) -> Non
     assert json.loads(message.model_dump_json()) == record
     assert json.loads(message.to_json()) == record
     assert message.model_dump(mode="json") == record
-    python = message.model_dump()
-    assert python["role"] is message.role
-    assert python["id"] == message.id
-    assert python["metadata"] == record["metadata"] == {"k": [1], "lion_class": cls.__name__}
+    # Python mode spells ids, addresses and the role as text too, as LionAGI's model_dump() does, so
+    # json.dumps(m.model_dump()) works and model_dump() is the record itself.
+    assert message.model_dump() == message.to_dict(mode="python") == record
+    assert json.loads(json.dumps(message.model_dump())) == record
+    assert record["metadata"] == {"k": [1], "lion_class": cls.__name__}
 
 
 def test_deserializing_serialized_output_ignores_role_again() -> None:
@@ -563,3 +566,21 @@ def test_class_defaults_route_system_and_assistant() -> None:
     assert System(sender=None, recipient=None).recipient is None
     assert AssistantResponse().recipient is MessageRole.USER
     assert isinstance(Message().id, UUID)
+
+
+def test_created_datetime_is_created_at_as_a_utc_datetime_as_in_lionagi() -> None:
+    message = Instruction.from_dict({**Instruction().to_dict(), "created_at": 1700000000.5})
+    assert message.created_datetime == datetime(2023, 11, 14, 22, 13, 20, 500000, tzinfo=timezone.utc)
+    assert Progression().created_datetime.tzinfo is timezone.utc
+    assert "created_datetime" not in message.to_dict()  # a view, not a field
+
+
+def test_image_content_is_the_chat_messages_image_parts_as_in_lionagi() -> None:
+    image = "data:image/png;base64,iVBORw0KGgo="
+    message = Instruction(content={"instruction": "Describe", "images": [image], "image_detail": "low"})
+    assert message.image_content == [{"type": "image_url", "image_url": {"url": image, "detail": "low"}}]
+    assert Instruction(content={"instruction": "Describe"}).image_content is None  # text only
+    assert AssistantResponse(content={"assistant_response": "hi"}).image_content is None
+    message.content.images.append("ftp://not/an/image")  # changed in place: rendering refuses it
+    assert message.chat_msg is None
+    assert message.image_content is None

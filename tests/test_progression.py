@@ -579,8 +579,8 @@ def test_to_dict_carries_order_as_strings_and_name() -> None:
     assert record["created_at"] == p.created_at
     assert record["metadata"] == {"lion_class": "Progression"}
     assert set(record) == {"id", "created_at", "metadata", "name", "order"}
-    python = p.to_dict(mode="python")
-    assert python["order"] == ids(2, 1)
+    python = p.to_dict(mode="python")  # text in both modes, as LionAGI's model_dump() writes it
+    assert python == p.model_dump() == record
     assert json.loads(p.to_json()) == record
 
 
@@ -644,6 +644,30 @@ def test_from_dict_requires_identity_fields() -> None:
     del record["id"]
     with pytest.raises(ValidationError, match="id"):
         Progression.from_dict(record)
+
+
+def test_positions_are_assigned_and_deleted_as_in_lionagi_and_refusals_change_nothing() -> None:
+    p = Progression(ids(1, 2, 3, 4, 5))
+    p[1] = uid(7)
+    p[-1] = str(uid(8))
+    assert list(p) == ids(1, 7, 3, 4, 8)
+    del p[0]
+    del p[1:3]
+    assert list(p) == ids(7, 8)
+    refusals: list[tuple[type[Exception], str, Callable[[], Any]]] = [
+        (ValueError, r"is already in the progression$", lambda: p.__setitem__(0, uid(8))),
+        (IndexError, r"^progression index 2 out of range for 2 ids$", lambda: p.__setitem__(2, uid(9))),
+        (ValueError, r"^not a UUID: 'x'$", lambda: p.__setitem__(0, "x")),
+        (TypeError, r"^a Progression takes one id per position", lambda: p.__setitem__(slice(0, 1), [uid(9)])),
+        (TypeError, r"^progression positions are integers, got bool$", lambda: p.__delitem__(True)),
+        (IndexError, r"^progression index -3 out of range for 2 ids$", lambda: p.__delitem__(-3)),
+    ]
+    for error, message, refused in refusals:
+        with pytest.raises(error, match=message):
+            refused()
+        assert list(p) == ids(7, 8)
+    p[0] = uid(7)  # itself: nothing changes
+    assert list(p) == ids(7, 8)
 
 
 # -- the stateful differential test ---------------------------------------------------------------
@@ -724,7 +748,36 @@ class ProgressionMachine(RuleBasedStateMachine):
         if not itself:
             self.gone.append(old)
 
+    @rule(data=st.data())
+    @precondition(lambda self: self.model)
+    def assign_position(self, data: st.DataObject) -> None:
+        index = data.draw(st.integers(-len(self.model), len(self.model) - 1), label="index")
+        old, new = self.model[index], self.fresh()
+        self.p[index] = new
+        self.model[index] = new
+        self.gone.append(old)
+
     # removing
+
+    @rule(data=st.data())
+    @precondition(lambda self: self.model)
+    def delete_positions(self, data: st.DataObject) -> None:
+        size = len(self.model)
+        start = data.draw(st.integers(-size - 1, size + 1), label="start")
+        stop = data.draw(st.integers(-size - 1, size + 1), label="stop")
+        step = data.draw(st.sampled_from([None, 1, 2, -1]), label="step")
+        chosen = self.model[start:stop:step]
+        del self.p[start:stop:step]
+        for ident in chosen:
+            self.drop(ident)
+
+    @rule(data=st.data())
+    @precondition(lambda self: self.model)
+    def delete_position(self, data: st.DataObject) -> None:
+        index = data.draw(st.integers(-len(self.model), len(self.model) - 1), label="index")
+        expected = self.model[index]
+        del self.p[index]
+        self.drop(expected)
 
     @rule(data=st.data())
     @precondition(lambda self: len(self.model) >= 3)

@@ -128,6 +128,12 @@ class Branch(Element):
         return self._msgs.messages
 
     @property
+    def on_message_added(self) -> list[MessageCallback]:
+        """The manager's live observer list, as LionAGI's Branch gives it (the branch's own observer,
+        which keeps its current progression, is in it)."""
+        return self._msgs.on_message_added
+
+    @property
     def system(self) -> System | None:
         return self._msgs.system
 

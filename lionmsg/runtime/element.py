@@ -11,6 +11,7 @@ import re
 import sys
 import time
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 from uuid import UUID
 
@@ -25,7 +26,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from lionmsg.runtime.ids import new_uuid4
+from lionmsg.runtime.ids import new_uuid4, uuid_text
 from lionmsg.runtime.wire import CANONICAL_UUID, UNWRITABLE_DEPTH, check_finite, check_mode, loads_json, write_json
 
 if TYPE_CHECKING:
@@ -139,6 +140,11 @@ class Element(BaseModel):
     def _write_lion_class(self, value: dict[str, Any]) -> dict[str, Any]:
         return {**value, "lion_class": type(self).__name__}
 
+    @field_serializer("id")
+    def _write_id(self, value: UUID) -> str:
+        # Text in both modes, as LionAGI's model_dump() writes it: json.dumps(x.model_dump()) works.
+        return uuid_text(value)
+
     def __eq__(self, other: object) -> bool:
         # Identity semantics, as in LionAGI: two records are the same record when their ids are.
         if not isinstance(other, Element):
@@ -152,10 +158,15 @@ class Element(BaseModel):
     def class_name(cls) -> str:
         return cls.__name__
 
+    @property
+    def created_datetime(self) -> datetime:
+        """`created_at` as a UTC-aware datetime, as LionAGI gives it."""
+        return datetime.fromtimestamp(self.created_at, tz=timezone.utc)
+
     # -- records -------------------------------------------------------------------------------
 
     def to_dict(self, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
-        """The record: JSON-ready by default (`mode="python"` keeps UUIDs and enums as objects). In JSON
+        """The record: JSON-ready by default (`mode="python"` spells ids as text too, as LionAGI does). In JSON
         mode a NaN or infinity anywhere in it is a ValueError; `mode="python"` keeps it. A value that
         refers to itself or is nested too deeply to write is a ValueError where the writer recurses
         (JSON mode always; python mode keeps plain values as they are)."""

@@ -138,6 +138,11 @@ class MessageBehaviour(Node, Sendable):
         """The role fixed by the class."""
         return self._role
 
+    @field_serializer("sender", "recipient", "role", check_fields=False)
+    def _write_address(self, value: Any) -> Any:
+        # A role's value and a UUID's text in both modes, as LionAGI's model_dump() writes them.
+        return dump_address(value)
+
     @property
     def is_broadcast(self) -> bool:
         """True when the recipient is explicitly None."""
@@ -175,6 +180,15 @@ class MessageBehaviour(Node, Sendable):
             return {"role": self._role.value, "content": self.rendered}
         except Exception:
             return None
+
+    @property
+    def image_content(self) -> list[dict[str, Any]] | None:
+        """The image parts of the chat message (`{"type": "image_url", ...}`), as LionAGI gives them;
+        None when the chat message is text only or rendering fails."""
+        chat = self.chat_msg
+        if chat is not None and isinstance(chat["content"], list):
+            return [part for part in chat["content"] if part.get("type") == "image_url"]
+        return None
 
     def update(self, sender: Any = None, recipient: Any = None, **content_fields: Any) -> None:
         """Change the sender or recipient (only to a truthy value) and rebuild the content with
@@ -235,7 +249,8 @@ class MessageBehaviour(Node, Sendable):
     # -- records: the fast roads (lionmsg.runtime.fastpath), pydantic's when they decline ----------
 
     def to_dict(self, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
-        """The record: JSON-ready by default (`mode="python"` keeps UUIDs and enums as objects)."""
+        """The record: JSON-ready by default (`mode="python"` spells ids, addresses and the role as text too,
+        as LionAGI does, and keeps free-form values as they are)."""
         if mode == "json":
             try:
                 record = self._plain_record()

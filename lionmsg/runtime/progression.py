@@ -15,11 +15,11 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, overload
 from uuid import UUID
 
-from pydantic import computed_field
+from pydantic import computed_field, field_serializer
 
 from lionmsg.runtime.element import Element, record_error
 from lionmsg.runtime.fastpath import trusted_instance
-from lionmsg.runtime.ids import new_uuid4
+from lionmsg.runtime.ids import new_uuid4, uuid_text
 from lionmsg.runtime.wire import CANONICAL_UUID
 
 if TYPE_CHECKING:
@@ -351,7 +351,7 @@ class Progression(Element):
     @classmethod
     def _prepare_record(cls, record: dict[str, Any]) -> None:
         # A record's ids are in the schema's canonical form, as its own `id` must be (UUID objects are
-        # what a python-mode record holds).
+        # taken too: a record a caller assembled in Python may hold them).
         order = record.get("order")
         if order is not None and not (
             type(order) is list and all(type(ref) is UUID or (type(ref) is str and _canonical(ref)) for ref in order)
@@ -382,6 +382,11 @@ class Progression(Element):
         """The ids, in order: a snapshot (an `OrderSnapshot`, which refuses changes)."""
         return OrderSnapshot(self._ids)
 
+    @field_serializer("order")
+    def _write_order(self, ids: list[UUID]) -> list[str]:
+        # Text in both modes, as LionAGI's model_dump() writes them.
+        return [uuid_text(ident) for ident in ids]
+
     def __len__(self) -> int:
         return len(self._ids)
 
@@ -404,6 +409,20 @@ class Progression(Element):
         if isinstance(index, slice):
             return Progression(order=self._ids[index])
         return self._ids[index]
+
+    def __setitem__(self, index: int, ref: Any) -> None:
+        """`p[i] = ref`: the id at position `i` replaced by `ref`, as in LionAGI (a slice is a TypeError;
+        an id held at another position is a ValueError, as for `replace`; nothing changes then)."""
+        if isinstance(index, slice):
+            raise TypeError("a Progression takes one id per position: assign p[i] = id, or use include/exclude")
+        self._ids.replace(self._ids[_position(index)], ref)
+
+    def __delitem__(self, index: int | slice) -> None:
+        """`del p[i]` or `del p[a:b]`: those positions removed, as in LionAGI."""
+        if isinstance(index, slice):
+            self._ids.exclude(self._ids[index])
+        else:
+            self._ids.pop(_position(index))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Progression):
