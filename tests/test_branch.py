@@ -10,7 +10,7 @@ from uuid import uuid4
 import pytest
 from pydantic import ValidationError
 
-from lionmsg import AssistantResponse, Branch, Instruction, MessageManager, Pile, Progression, System
+from lionmsg import AssistantResponse, Branch, Instruction, MessageManager, MessageRole, Pile, Progression, System
 from tests.conftest import assert_record_refused
 
 
@@ -331,3 +331,38 @@ def test_on_message_added_is_the_managers_live_observer_list_as_in_lionagi() -> 
     message = branch.msgs.add_message(instruction="Q?")
     assert seen == [message]
     assert list(branch.progression) == [branch.system.id, message.id]  # type: ignore[union-attr]  # its own observer too
+
+
+def test_user_and_name_are_lionagis_labels_kept_in_the_record_and_the_user_sends_a_text_prompt() -> None:
+    user = uuid4()
+    branch = Branch(user=user, name="researcher", system="Be brief.")
+    assert (branch.user, branch.name) == (user, "researcher")
+    assert branch.system is not None
+    assert (branch.system.sender, branch.system.recipient) == (user, branch.id)  # LionAGI's order
+    record = branch.to_dict()
+    assert (record["user"], record["name"]) == (str(user), "researcher")
+    for loaded in (
+        Branch.from_dict(record),
+        Branch.from_json(branch.to_json()),
+        Branch.model_validate(branch.model_dump()),
+    ):
+        assert (loaded.user, loaded.name) == (user, "researcher")
+    named = Branch(system="Be brief.", system_sender="alice", user="user")
+    assert named.user is MessageRole.USER
+    assert named.system is not None
+    assert named.system.sender == "alice"
+    assert Branch(system="Be brief.").system.sender is MessageRole.SYSTEM  # type: ignore[union-attr]
+    # A record's user is read as a sender is: a name stays a name, even one uuid.UUID() would parse.
+    bare_hex = "0123456789abcdef0123456789abcdef"
+    assert Branch.from_dict({**Branch().to_dict(), "user": bare_hex}).user == bare_hex
+
+
+def test_a_bad_user_name_or_system_sender_is_refused() -> None:
+    with pytest.raises(ValidationError, match=r"user\n  Value error, Invalid sender or recipient"):
+        Branch(user=3)
+    with pytest.raises(ValidationError, match=r"name\n  Input should be a valid string"):
+        Branch(name=3)
+    with pytest.raises(ValueError, match=r"^system_sender goes with a system prompt given as text$"):
+        Branch(system=System(), system_sender="alice")
+    with pytest.raises(ValidationError, match=r"user\n  Value error, Invalid sender or recipient"):
+        Branch.from_dict({**Branch().to_dict(), "user": 3})

@@ -6,11 +6,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from pydantic import SerializerFunctionWrapHandler, model_serializer
+from pydantic import SerializerFunctionWrapHandler, field_serializer, field_validator, model_serializer
 
 from lionmsg.generated.messages import Message, System
+from lionmsg.generated.roles import MessageRole
+from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
 from lionmsg.runtime.callbacks import MessageCallback
 from lionmsg.runtime.element import Element, parts_later, record_error
+from lionmsg.runtime.fastpath import dump_address
 from lionmsg.runtime.manager import MessageManager, refuse_misplaced_system
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression
@@ -29,7 +32,14 @@ class Branch(Element):
     in it yet, and after `set_system` / `clear_messages` it names only messages the history holds, with
     the current system message first. The branch does this through one message-added observer and
     one history listener on its manager (they appear in `msgs.on_message_added` and
-    `msgs.on_history_changed`)."""
+    `msgs.on_history_changed`).
+
+    `user` (who the branch speaks for: a role, a UUID or a name, normalised as a sender is) and `name`
+    are LionAGI's labels, kept in the branch's record; `user` is the sender of a system prompt given as
+    text unless `system_sender` names another."""
+
+    user: SenderRecipient | None = None
+    name: str | None = None
 
     if TYPE_CHECKING:
         _msgs: MessageManager
@@ -42,6 +52,7 @@ class Branch(Element):
         on_message_added: list[MessageCallback] | None = None,
         msgs: MessageManager | None = None,
         system_datetime: Any = None,
+        system_sender: Any = None,
         **data: Any,
     ) -> None:
         super().__init__(**data)
@@ -59,9 +70,12 @@ class Branch(Element):
             raise ValueError("pass either msgs or messages/system/progression/on_message_added, not both")
         if system_datetime is not None and not isinstance(system, str):
             raise ValueError("system_datetime goes with a system prompt given as text")
+        if system_sender is not None and not isinstance(system, str):
+            raise ValueError("system_sender goes with a system prompt given as text")
         if isinstance(system, str):  # LionAGI's Branch(system="..."): a system message to this branch
             content = {"system_message": system, "system_datetime": system_datetime}
-            system = System(content=content, recipient=self.id)
+            sender = system_sender or self.user or MessageRole.SYSTEM  # LionAGI's choice, in its order
+            system = System(content=content, sender=sender, recipient=self.id)
         # `is None`, not `or`: an empty manager is falsy, and the caller's (with its observers) must stay.
         manager = msgs if msgs is not None else MessageManager(messages, progression, system, on_message_added)
         object.__setattr__(self, "_msgs", manager)  # plain attribute: pydantic PrivateAttrs are slow
@@ -118,6 +132,15 @@ class Branch(Element):
         if system is not None and (not view or view[0] != system.id):  # the current system first
             view.exclude(system.id)
             view.insert(0, system.id)
+
+    @field_validator("user", mode="plain")
+    @classmethod
+    def _normalize_user(cls, value: Any) -> SenderRecipient | None:
+        return normalize_address(value)
+
+    @field_serializer("user")
+    def _write_user(self, value: SenderRecipient | None) -> Any:
+        return dump_address(value)
 
     @property
     def msgs(self) -> MessageManager:
@@ -182,6 +205,10 @@ class Branch(Element):
     @classmethod
     def _prepare_record(cls, record: dict[str, Any]) -> None:
         _check_recorded_view(cls, record.get("metadata"))
+        user = record.get("user")
+        if type(user) is str:  # as a message record's sender: a name stays a name, even bare hex
+            address = record_address(user)
+            record["user"] = PlainName(address) if type(address) is str else address
         messages = record.pop("messages", None)
         system_id = record.pop("system", None)
         if messages is not None:
