@@ -1106,3 +1106,13 @@ def test_a_record_whose_collections_is_null_or_absent_is_an_empty_pile() -> None
     assert Pile.from_dict(record).is_empty()
     del record["collections"]
     assert Pile.from_dict(record).is_empty()
+
+
+def test_order_is_lionagis_name_for_the_progression_argument() -> None:
+    first, second = Instruction(), AssistantResponse()
+    pile: Pile[Message] = Pile([first, second], order=[second.id, str(first.id)])
+    assert pile.keys() == [second.id, first.id]
+    with pytest.raises(ValueError, match=r"^pass progression or order, not both$"):
+        Pile([first], order=[first.id], progression=[first.id])
+    with pytest.raises(ValueError, match=r"^the progression does not list exactly the pile's items$"):
+        Pile([first, second], order=[first.id])

@@ -46,8 +46,13 @@ class Pile(Element, Generic[T]):
         collections: Any = None,
         item_type: type[Element] | Iterable[type[Element]] | None = None,
         progression: Progression | Iterable[Any] | None = None,
+        order: Iterable[Any] | None = None,
         **data: Any,
     ) -> None:
+        if order is not None:  # LionAGI's name for the same argument
+            if progression is not None:
+                raise ValueError("pass progression or order, not both")
+            progression = order
         super().__init__(**data)
         types = None if item_type is None else _item_types(item_type)
         # Plain attributes, not pydantic PrivateAttrs: those cost microseconds per access.
