@@ -366,3 +366,45 @@ def test_a_bad_user_name_or_system_sender_is_refused() -> None:
         Branch(system=System(), system_sender="alice")
     with pytest.raises(ValidationError, match=r"user\n  Value error, Invalid sender or recipient"):
         Branch.from_dict({**Branch().to_dict(), "user": 3})
+
+
+def test_a_cancelled_add_still_joins_the_selected_view() -> None:
+    # The branch's own observer runs first: a cancellation while a later observer awaits stops the
+    # observers after it, and the committed message must still be in the view.
+    async def never_done(message: Any) -> None:
+        await asyncio.sleep(3600)
+
+    async def main() -> Branch:
+        branch = Branch(system="S", on_message_added=[never_done])
+        assert branch.system is not None
+        branch.metadata["current_progression"] = Progression([branch.system.id])
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(branch.msgs.a_add_message(instruction="q1"), 0.05)
+        branch.on_message_added.remove(never_done)
+        await branch.msgs.a_add_message(instruction="q2")
+        return branch
+
+    branch = asyncio.run(main())
+    assert list(branch.progression) == list(branch.msgs.progression)
+    assert [m["content"] for m in branch.msgs.to_chat_msgs(branch.progression)][1:] == [
+        "Instruction: q1",
+        "Instruction: q2",
+    ]
+
+
+def test_a_view_given_as_ids_is_written_as_text_and_loads_back() -> None:
+    branch = _branch()
+    ids = [m.id for m in branch.messages][:2]
+    for given in (ids, tuple(ids), [str(ident).upper() for ident in ids]):
+        branch.metadata["current_progression"] = given
+        python = branch.model_dump()
+        assert python["metadata"]["current_progression"] == [str(ident) for ident in ids]
+        assert json.loads(json.dumps(python)) == branch.to_dict()
+        assert list(Branch.from_dict(python).progression) == ids
+
+
+def test_a_dump_leaving_out_the_metadata_is_pydantics_dump() -> None:
+    branch = _branch()
+    branch.metadata["current_progression"] = Progression([m.id for m in branch.messages][:1])
+    assert "metadata" not in branch.model_dump(exclude={"metadata"})
+    assert set(branch.model_dump(include={"id", "name"})) >= {"id", "name"}

@@ -330,6 +330,16 @@ def _persist_fails(message: Message) -> None:
     raise ValueError("persist failed")
 
 
+def _context_chain(error: BaseException) -> list[BaseException]:
+    """What an exception was raised during, innermost first. Awaiting a cancelled task raises a new
+    CancelledError on Python 3.10 whose context is the task's own, so the failures sit one step further."""
+    chain = []
+    while error.__context__ is not None:
+        error = error.__context__
+        chain.append(error)
+    return chain
+
+
 async def _never_done(message: Message) -> None:
     await asyncio.sleep(3600)
 
@@ -357,7 +367,9 @@ def test_a_cancelled_add_is_a_cancelled_task_keeps_earlier_failures_as_context_a
         with pytest.raises(asyncio.CancelledError) as raised:
             await task
         assert task.cancelled()
-        assert isinstance(raised.value.__context__, ValueError)  # the failure before it, not lost
+        assert [type(e) for e in _context_chain(raised.value) if not isinstance(e, asyncio.CancelledError)] == [
+            ValueError  # the failure before it, not lost
+        ]
         assert not manager.messages.lock.locked()
         manager.on_message_added.clear()
         await manager.a_add_message(instruction="y")
@@ -378,9 +390,30 @@ def test_a_cancellation_with_failing_history_listeners_is_still_a_cancellation()
         task.cancel()
         with pytest.raises(asyncio.CancelledError) as raised:
             await task
-        assert isinstance(raised.value.__context__, KeyError)
+        failures = [e for e in _context_chain(raised.value) if not isinstance(e, asyncio.CancelledError)]
+        assert [type(e) for e in failures] == [KeyError]
         assert manager.system is not None
         assert manager.system.rendered == "Be brief."
+
+    run(main())
+
+
+def test_a_cancellation_after_a_listener_and_an_observer_failed_keeps_both_as_its_context() -> None:
+    def listener_fails(event: str) -> None:
+        raise KeyError(event)
+
+    async def main() -> None:
+        manager = MessageManager(on_message_added=[_persist_fails, _never_done])
+        manager.on_history_changed.append(listener_fails)
+        task = asyncio.create_task(manager.a_add_message(system="Be brief."))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError) as raised:
+            await task
+        failures = [e for e in _context_chain(raised.value) if not isinstance(e, asyncio.CancelledError)]
+        assert isinstance(failures[0], BaseExceptionGroup)
+        assert str(failures[0]) == "a_add_message hooks failed (2 sub-exceptions)"
+        assert [type(e) for e in failures[0].exceptions] == [KeyError, ValueError]
 
     run(main())
 

@@ -7,8 +7,10 @@ No timing is asserted: `asyncio.wait_for` only turns a deadlock into a failure i
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import threading
+import weakref
 from collections import Counter
 from typing import Any
 
@@ -278,3 +280,18 @@ def test_the_pile_lock_a_running_loop_holds_survives_another_loop_using_the_pile
 
     asyncio.run(main())
     assert [m.rendered for m in manager] == ["Instruction: other", "Instruction: same"]
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # the loops are left unclosed on purpose
+def test_a_pile_lets_go_of_event_loops_its_owners_dropped_without_closing() -> None:
+    manager = MessageManager()
+    dropped = []
+    for turn in range(3):
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(manager.a_add_message(instruction=f"turn {turn}"))
+        dropped.append(weakref.ref(loop))
+        del loop
+    asyncio.run(manager.a_add_message(instruction="last"))  # a new loop's lock forgets finished ones
+    gc.collect()
+    assert [ref() for ref in dropped] == [None, None, None]
+    assert len(manager) == 4

@@ -699,3 +699,15 @@ def test_a_record_spelling_uuids_in_upper_case_loads_them_and_writes_them_in_low
         loaded = getattr(type(message), load)(shouting if load == "from_dict" else json.dumps(shouting))
         assert loaded.id == message.id
         assert loaded.to_dict() == record, type(message).__name__
+
+
+def test_pydantics_serialization_schema_still_types_what_is_written_as_text() -> None:
+    # Ids, addresses and roles are written as text by serializers; the schema pydantic derives for
+    # serialization (FastAPI response models, say) keeps saying what they are.
+    fields = Instruction.model_json_schema(mode="serialization")["properties"]
+    assert fields["id"]["format"] == "uuid"
+    assert {"format": "uuid", "type": "string"} in fields["sender"]["anyOf"]
+    assert {"$ref": "#/$defs/MessageRole"} in fields["recipient"]["anyOf"]
+    assert sorted(fields["role"]["enum"]) == sorted(role.value for role in MessageRole)
+    order = Progression.model_json_schema(mode="serialization")["properties"]["order"]
+    assert order["items"] == {"format": "uuid", "type": "string"}

@@ -14,6 +14,7 @@ from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_add
 from lionmsg.runtime.callbacks import MessageCallback
 from lionmsg.runtime.element import Element, parts_later, record_error
 from lionmsg.runtime.fastpath import dump_address
+from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.manager import MessageManager, refuse_misplaced_system
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression
@@ -84,7 +85,9 @@ class Branch(Element):
             self.metadata[CURRENT_PROGRESSION] = Progression.from_dict(view)
         # The selected view follows the history, as LionAGI's branch keeps it: added messages join it,
         # and set_system / clear_messages never leave it naming messages the history no longer holds.
-        manager.on_message_added.append(self._track_in_view)
+        # First, and sync: an observer before it that fails does not stop it, but a cancellation while one
+        # awaits stops every later one, and the committed message must still join the view.
+        manager.on_message_added.insert(0, self._track_in_view)
         manager.on_history_changed.append(self._keep_view_in_step)
 
     def _view(self) -> Progression | None:
@@ -187,8 +190,16 @@ class Branch(Element):
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
         record: dict[str, Any] = handler(self)
         view = self.metadata.get(CURRENT_PROGRESSION)  # as it is: writing a record changes nothing
-        if isinstance(view, Progression):
-            record["metadata"][CURRENT_PROGRESSION] = view.model_dump(mode=info.mode)
+        metadata = record.get("metadata")  # absent when model_dump(exclude=...) leaves it out
+        if metadata is not None and isinstance(view, Progression):
+            metadata[CURRENT_PROGRESSION] = view.model_dump(mode=info.mode)
+        elif metadata is not None and isinstance(view, (list, tuple)):
+            try:
+                listed = Progression(order=view)
+            except (TypeError, ValueError):  # no view: _check_view refuses the record below
+                listed = None
+            if listed is not None:  # ids as text in both modes, as a Progression view writes them
+                metadata[CURRENT_PROGRESSION] = [uuid_text(ident) for ident in listed]
         if not parts_later(info):
             self._add_part_records(record, info.mode)
         return record

@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    WithJsonSchema,
     field_serializer,
     field_validator,
 )
@@ -103,6 +104,10 @@ def _within_a_double(value: Any) -> Any:
     return value
 
 
+UuidText = Annotated[str, WithJsonSchema({"type": "string", "format": "uuid"})]
+"""A UUID written as text: what pydantic's serialization JSON schema says of it (as of a UUID)."""
+
+
 class Element(BaseModel):
     """Anything with a durable identity: a frozen `id`, a frozen `created_at` and free `metadata`."""
 
@@ -141,7 +146,7 @@ class Element(BaseModel):
         return {**value, "lion_class": type(self).__name__}
 
     @field_serializer("id")
-    def _write_id(self, value: UUID) -> str:
+    def _write_id(self, value: UUID) -> UuidText:
         # Text in both modes, as LionAGI's model_dump() writes it: json.dumps(x.model_dump()) works.
         return uuid_text(value)
 

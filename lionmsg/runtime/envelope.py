@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
-from pydantic import computed_field, field_serializer, model_validator
+from pydantic import WithJsonSchema, computed_field, field_serializer, model_validator
 
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
@@ -41,6 +41,9 @@ __all__ = ["MessageBehaviour", "coerce_content"]
 C = TypeVar("C", bound=MessageContent)
 
 _GENERATED_MODULE = "lionmsg.generated.messages"
+
+RoleText = Annotated[str, WithJsonSchema({"type": "string", "enum": [role.value for role in MessageRole]})]
+"""A role written as its value: what pydantic's serialization JSON schema says of it."""
 
 
 def _record_of_own(data: Any) -> Any:
@@ -138,10 +141,15 @@ class MessageBehaviour(Node, Sendable):
         """The role fixed by the class."""
         return self._role
 
-    @field_serializer("sender", "recipient", "role", check_fields=False)
-    def _write_address(self, value: Any) -> Any:
-        # A role's value and a UUID's text in both modes, as LionAGI's model_dump() writes them.
-        return dump_address(value)
+    # A role's value and a UUID's text in both modes, as LionAGI's model_dump() writes them. The return
+    # types are what pydantic's serialization JSON schema says of the fields (as before they were text).
+    @field_serializer("sender", "recipient", check_fields=False)
+    def _write_address(self, value: SenderRecipient | None) -> SenderRecipient | None:
+        return dump_address(value)  # type: ignore[no-any-return]
+
+    @field_serializer("role")
+    def _write_role(self, value: MessageRole) -> RoleText:
+        return value._value_
 
     @property
     def is_broadcast(self) -> bool:

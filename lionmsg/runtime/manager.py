@@ -474,8 +474,9 @@ def _raise_hook_failures(
     if listeners_failed is None:
         raise observers_failed
     if isinstance(observers_failed, STOPPING):
-        if observers_failed.__context__ is None:
-            observers_failed.__context__ = listeners_failed
+        earlier = observers_failed.__context__  # the observers' failures before it, if any
+        both = [listeners_failed] if earlier is None else [listeners_failed, earlier]
+        observers_failed.__context__ = both[0] if len(both) == 1 else BaseExceptionGroup(f"{path} hooks failed", both)
         raise observers_failed
     # `from None`: the group's members are its story; the handled member is no separate context.
     raise BaseExceptionGroup(f"{path} hooks failed", [listeners_failed, observers_failed]) from None

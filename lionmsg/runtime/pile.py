@@ -369,11 +369,13 @@ class Pile(Element, Generic[T]):
         loop = asyncio.get_running_loop()
         lock = self._locks.get(loop)
         if lock is None:
-            # Forget the locks of closed loops only: dropping one a running loop holds would let a second
-            # holder in there and make its holder's release fail. Loops do not share a lock (an asyncio
-            # lock belongs to one loop), so it excludes the tasks of one loop only (README: threads).
-            for finished in [other for other in self._locks if other.is_closed()]:
-                del self._locks[finished]
+            # Forget the locks of finished loops (closed, or neither running nor holding the lock: an
+            # unclosed loop its owner dropped would stay alive here with its descriptors), never one a
+            # running loop may hold: that let a second holder in and made its holder's release fail.
+            # Each loop has its own lock, so it excludes the tasks of one loop only (README: threads).
+            for other, held in list(self._locks.items()):  # list(): atomic against another thread's turn
+                if other.is_closed() or (not other.is_running() and not held.locked()):
+                    self._locks.pop(other, None)
             lock = self._locks[loop] = asyncio.Lock()
         return lock
 

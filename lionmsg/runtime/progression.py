@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, overload
 from uuid import UUID
 
-from pydantic import computed_field, field_serializer
+from pydantic import SerializationInfo, SerializerFunctionWrapHandler, computed_field, field_serializer
 
-from lionmsg.runtime.element import Element, record_error
+from lionmsg.runtime.element import Element, UuidText, record_error
 from lionmsg.runtime.fastpath import trusted_instance
 from lionmsg.runtime.ids import new_uuid4, uuid_text
 from lionmsg.runtime.wire import CANONICAL_UUID
@@ -382,10 +382,13 @@ class Progression(Element):
         """The ids, in order: a snapshot (an `OrderSnapshot`, which refuses changes)."""
         return OrderSnapshot(self._ids)
 
-    @field_serializer("order")
-    def _write_order(self, ids: list[UUID]) -> list[str]:
-        # Text in both modes, as LionAGI's model_dump() writes them.
-        return [uuid_text(ident) for ident in ids]
+    @field_serializer("order", mode="wrap")
+    def _write_order(
+        self, ids: list[UUID], handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> list[UuidText]:
+        # Text in both modes, as LionAGI's model_dump() writes them: JSON mode's is pydantic's own (native)
+        # writer, several times faster than spelling each id here.
+        return handler(ids) if info.mode == "json" else [uuid_text(ident) for ident in ids]
 
     def __len__(self) -> int:
         return len(self._ids)
