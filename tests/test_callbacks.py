@@ -340,6 +340,21 @@ def _context_chain(error: BaseException) -> list[BaseException]:
     return chain
 
 
+def _listener_fails(event: str) -> None:
+    raise KeyError(event)
+
+
+async def _cancelled_while_observing(manager: MessageManager, **arguments: Any) -> list[BaseException]:
+    """Start an add, cancel it while an observer awaits; the failures in the CancelledError's context."""
+    task = asyncio.create_task(manager.a_add_message(**arguments))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError) as raised:
+        await task
+    assert task.cancelled()
+    return [e for e in _context_chain(raised.value) if not isinstance(e, asyncio.CancelledError)]
+
+
 async def _never_done(message: Message) -> None:
     await asyncio.sleep(3600)
 
@@ -361,15 +376,8 @@ def test_a_timeout_while_an_observer_awaits_is_a_timeout_and_later_observers_do_
 def test_a_cancelled_add_is_a_cancelled_task_keeps_earlier_failures_as_context_and_frees_the_lock() -> None:
     async def main() -> None:
         manager = MessageManager(on_message_added=[_persist_fails, _never_done, _persist_fails])
-        task = asyncio.create_task(manager.a_add_message(instruction="x"))
-        await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError) as raised:
-            await task
-        assert task.cancelled()
-        assert [type(e) for e in _context_chain(raised.value) if not isinstance(e, asyncio.CancelledError)] == [
-            ValueError  # the failure before it, not lost
-        ]
+        failures = await _cancelled_while_observing(manager, instruction="x")
+        assert [type(e) for e in failures] == [ValueError]  # the failure before it, not lost
         assert not manager.messages.lock.locked()
         manager.on_message_added.clear()
         await manager.a_add_message(instruction="y")
@@ -379,18 +387,10 @@ def test_a_cancelled_add_is_a_cancelled_task_keeps_earlier_failures_as_context_a
 
 
 def test_a_cancellation_with_failing_history_listeners_is_still_a_cancellation() -> None:
-    def listener_fails(event: str) -> None:
-        raise KeyError(event)
-
     async def main() -> None:
         manager = MessageManager(on_message_added=[_never_done])
-        manager.on_history_changed.append(listener_fails)
-        task = asyncio.create_task(manager.a_add_message(system="Be brief."))
-        await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError) as raised:
-            await task
-        failures = [e for e in _context_chain(raised.value) if not isinstance(e, asyncio.CancelledError)]
+        manager.on_history_changed.append(_listener_fails)
+        failures = await _cancelled_while_observing(manager, system="Be brief.")
         assert [type(e) for e in failures] == [KeyError]
         assert manager.system is not None
         assert manager.system.rendered == "Be brief."
@@ -399,18 +399,10 @@ def test_a_cancellation_with_failing_history_listeners_is_still_a_cancellation()
 
 
 def test_a_cancellation_after_a_listener_and_an_observer_failed_keeps_both_as_its_context() -> None:
-    def listener_fails(event: str) -> None:
-        raise KeyError(event)
-
     async def main() -> None:
         manager = MessageManager(on_message_added=[_persist_fails, _never_done])
-        manager.on_history_changed.append(listener_fails)
-        task = asyncio.create_task(manager.a_add_message(system="Be brief."))
-        await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError) as raised:
-            await task
-        failures = [e for e in _context_chain(raised.value) if not isinstance(e, asyncio.CancelledError)]
+        manager.on_history_changed.append(_listener_fails)
+        failures = await _cancelled_while_observing(manager, system="Be brief.")
         assert isinstance(failures[0], BaseExceptionGroup)
         assert str(failures[0]) == "a_add_message hooks failed (2 sub-exceptions)"
         assert [type(e) for e in failures[0].exceptions] == [KeyError, ValueError]
@@ -436,11 +428,8 @@ def test_closing_the_coroutine_while_an_observer_is_suspended_runs_no_later_obse
 
 
 def test_several_failures_with_a_failing_history_listener_are_one_group_with_no_member_as_its_context() -> None:
-    def listener_fails(event: str) -> None:
-        raise KeyError(event)
-
     manager = MessageManager(on_message_added=[_persist_fails])
-    manager.on_history_changed.append(listener_fails)
+    manager.on_history_changed.append(_listener_fails)
     with pytest.raises(BaseExceptionGroup) as raised:
         manager.add_message(system="Be brief.")
     assert [type(e) for e in raised.value.exceptions] == [KeyError, ValueError]
