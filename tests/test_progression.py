@@ -772,14 +772,6 @@ class ProgressionMachine(RuleBasedStateMachine):
             self.drop(ident)
 
     @rule(data=st.data())
-    @precondition(lambda self: self.model)
-    def delete_position(self, data: st.DataObject) -> None:
-        index = data.draw(st.integers(-len(self.model), len(self.model) - 1), label="index")
-        expected = self.model[index]
-        del self.p[index]
-        self.drop(expected)
-
-    @rule(data=st.data())
     @precondition(lambda self: len(self.model) >= 3)
     def exclude_middle(self, data: st.DataObject) -> None:
         middle = self.model[1:-1]
@@ -814,12 +806,15 @@ class ProgressionMachine(RuleBasedStateMachine):
         for ident in chosen:
             self.drop(ident)
 
-    @rule(data=st.data())
+    @rule(data=st.data(), by_del=st.booleans())
     @precondition(lambda self: self.model)
-    def pop(self, data: st.DataObject) -> None:
+    def pop(self, data: st.DataObject, by_del: bool) -> None:
         index = data.draw(st.integers(-len(self.model), len(self.model) - 1), label="index")
         expected = self.model[index]
-        assert self.p.pop(index) == expected
+        if by_del:
+            del self.p[index]
+        else:
+            assert self.p.pop(index) == expected
         self.drop(expected)
 
     @rule()
