@@ -13,6 +13,11 @@ guessed at. Reasons: `DROP_UNKNOWN_RECIPIENT`, `DROP_NOT_AN_OWNER`, `DROP_UNREGI
 left between routing and delivery: only code run while routing, such as a content's `__deepcopy__`, can
 unregister it then), `DROP_DELIVERY_ERROR` (the inbox write raised) and
 `DROP_SENDER_UNREGISTERED` (the sender left with mail still in its outbox).
+
+Threads: registering, unregistering, sending, collecting, reading a mailbox and writing the record hold
+the Exchange's thread lock, which is also the lock of every flow it holds (see `Flow.share_lock`: one
+lock per Exchange costs a send or a collect one acquire, not one per message; a flow unregistered keeps
+it). A collect waits for it without blocking its event loop.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from lionmsg.runtime.element import Element, parts_later, record_error
 from lionmsg.runtime.fastpath import assemble, message_copies
 from lionmsg.runtime.flow import Flow, inbox_name
 from lionmsg.runtime.ids import uuid_text
+from lionmsg.runtime.threadlock import ThreadLock, acquire_without_blocking_the_loop
 from lionmsg.runtime.wire import CANONICAL_UUID
 
 __all__ = [
@@ -101,6 +107,7 @@ class Exchange(Element):
         _owners: dict[int, UUID]
         _dropped: deque[DroppedMail]
         _drop_counts: Counter[str]
+        _lock: ThreadLock
 
     def __init__(
         self,
@@ -135,26 +142,38 @@ class Exchange(Element):
         if any(type(reason) is not str or type(count) is not int or count < 0 for reason, count in totals.items()):
             raise ValueError("drop_counts must map reasons to non-negative integers")  # a bool is no count
         object.__setattr__(self, "_drop_counts", totals)
+        lock = ThreadLock()
+        for flow in index.values():
+            flow.share_lock(lock)
+        object.__setattr__(self, "_lock", lock)
+
+    @property
+    def thread_lock(self) -> ThreadLock:
+        """The re-entrant thread lock of the Exchange and of every flow it holds (see the module's
+        docstring): hold it to make several calls one step for other threads."""
+        return self._lock
 
     # -- owners ------------------------------------------------------------------------------------
 
     def register(self, owner_id: Any) -> Flow:
         owner = _owner_id(owner_id)
-        if owner.int in self._flows:
-            raise ValueError(f"Owner {owner} already registered")
-        flow = self._flows[owner.int] = Flow(name=str(owner))
-        self._owners[owner.int] = owner
+        with self._lock:
+            if owner.int in self._flows:
+                raise ValueError(f"Owner {owner} already registered")
+            flow = self._flows[owner.int] = Flow(name=str(owner))
+            flow.share_lock(self._lock)
+            self._owners[owner.int] = owner
         return flow
 
     def unregister(self, owner_id: Any) -> Flow | None:
         """Remove an owner and return its mailbox (None when unknown). Mail still in its outbox can no
         longer be collected and is written to the drop record."""
-        owner = self._known(owner_id)
-        flow = None
-        if owner is not None:
+        with self._lock:
+            owner = self._known(owner_id)
+            if owner is None:
+                return None
             flow = self._flows.pop(owner.int)
             del self._owners[owner.int]
-        if flow is not None:
             stored = flow._storage.stored
             for ident in flow.outbox:
                 message = stored.get(ident.int)
@@ -198,7 +217,15 @@ class Exchange(Element):
             message = assemble(Message, content, owner, recipient, channel)  # pydantic would only copy them
         else:  # pydantic checks anything else, and raises its ValidationError for a bad value
             message = Message(content=content, sender=owner, recipient=recipient, channel=channel)
-        self._flows[owner.int]._storage.queue(message)
+        lock = self._lock
+        lock.acquire()  # not `with`: half the cost, on every send
+        try:
+            flow = self._flows.get(owner.int)
+            if flow is None:  # unregistered by another thread while the message was built
+                raise ValueError(f"Sender {sender} not registered")
+            flow._storage.queue(message)
+        finally:
+            lock.release()
         return message
 
     async def collect(self, owner_id: Any) -> int:
@@ -218,12 +245,18 @@ class Exchange(Element):
         if not sending._storage.outbox._slot_of:  # nothing queued: no yield (OrderedIds.__len__ is a call)
             return 0
         await asyncio.sleep(0)  # one yield per collect, not per delivery: that cost dominated collection
-        sending = flows.get(owner.int)  # the owner may have left, or left and come back, meanwhile
-        if sending is None:
-            return 0
-        route = self._route
-        routed = [route(message, owner) for message in sending._storage.take_outbox()]
-        return self._deliver(routed, owner) if routed else 0
+        lock = self._lock
+        if not lock.acquire(False):  # another thread is changing the Exchange: wait, not block
+            await acquire_without_blocking_the_loop(lock)
+        try:
+            sending = flows.get(owner.int)  # the owner may have left, or left and come back, meanwhile
+            if sending is None:
+                return 0
+            route = self._route
+            routed = [route(message, owner) for message in sending._storage.take_outbox()]
+            return self._deliver(routed, owner) if routed else 0
+        finally:
+            lock.release()
 
     def _deliver(self, routed: list[list[tuple[UUID, Message]]], sender: UUID) -> int:
         """Write each routed message to its targets' inboxes (best effort: a target gone or an inbox
@@ -314,12 +347,17 @@ class Exchange(Element):
 
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
-        record: dict[str, Any] = handler(self)
-        if not parts_later(info):
-            self._add_part_records(record, info.mode)
-        record["dropped"] = [asdict(item) for item in self._dropped]
-        record["drop_counts"] = dict(self._drop_counts)
+        with self._lock:  # every flow and the drop record as of one moment
+            record: dict[str, Any] = handler(self)
+            if not parts_later(info):
+                self._add_part_records(record, info.mode)
+            record["dropped"] = [asdict(item) for item in self._dropped]
+            record["drop_counts"] = dict(self._drop_counts)
         return record
+
+    def _unchecked_record(self, mode: str) -> dict[str, Any]:
+        with self._lock:  # the record and its parts' records as of one moment
+            return super()._unchecked_record(mode)
 
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
         record["flows"] = [flow._unchecked_record(mode) for flow in self._flows.values()]

@@ -17,6 +17,7 @@ from lionmsg.runtime.element import Element, parts_later, record_error
 from lionmsg.runtime.ids import uuid_from_int, uuid_text
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import OrderedIds, Progression, to_uuid
+from lionmsg.runtime.threadlock import ThreadLock
 from lionmsg.runtime.wire import CANONICAL_UUID
 
 __all__ = ["OUTBOX", "Flow", "inbox_name"]
@@ -62,12 +63,13 @@ class _Storage:
     Every attribute read on a pydantic model goes through the slot that BaseModel's `__getattr__`
     installs (about 65 ns in CPython 3.11, against 12 ns on a plain object; the interpreter never
     specialises it), and filing one delivery read seven of them. This plain slots object holds the same
-    containers, so those paths read the model once. Nothing is copied: they are the pile's dict, order
-    and admitted-class cache, the outbox's ids and the inbox tables, none of which is replaced after the
-    flow is built.
+    containers, so those paths read the model once. Nothing is copied: they are the pile's dict, order,
+    admitted-class cache and thread lock, the outbox's ids and the inbox tables, none of which is replaced
+    after the flow is built. The caller holds the lock (the whole flow's: see Flow): an Exchange holds
+    it around a whole send or collect (it is the Exchange's lock), and a Flow's own methods take it.
     """
 
-    __slots__ = ("admitted", "inboxes", "order", "outbox", "pile", "stored", "unwrapped")
+    __slots__ = ("admitted", "inboxes", "lock", "order", "outbox", "pile", "stored", "unwrapped")
 
     def __init__(
         self, pile: Pile[Message], outbox: OrderedIds, inboxes: dict[str, Inbox], unwrapped: dict[str, float]
@@ -76,13 +78,14 @@ class _Storage:
         self.stored = pile._items
         self.order = pile._progression._ids
         self.admitted = pile._admitted
+        self.lock = pile._lock
         self.outbox = outbox
         self.inboxes = inboxes
         self.unwrapped = unwrapped
 
     def queue(self, message: Message) -> None:
         """Put an outgoing message in the pile and the outbox."""
-        self.outbox.append(self.store(message))
+        self.outbox.append(self._store(message))
 
     def take_outbox(self) -> list[Message]:
         """Empty the outbox; its messages, taken out of the pile, oldest first (absent ones skipped)."""
@@ -108,7 +111,7 @@ class _Storage:
 
     def receive(self, message: Message, inbox: str, now: float) -> None:
         """Put an incoming message in the pile and the named inbox, opening it (as of `now`) if new."""
-        ident = self.store(message)
+        ident = self._store(message)
         ids = self.inboxes.get(inbox)
         if ids is None:  # a new inbox: its one id, bare (see Flow)
             self.inboxes[inbox] = ident
@@ -119,7 +122,7 @@ class _Storage:
             ids = self.inboxes[inbox] = OrderedIds.of_one(ids)
             ids.append(ident)
 
-    def store(self, message: Message) -> UUID:
+    def _store(self, message: Message) -> UUID:
         """Add a message new to the flow to its pile; its id. ValueError, changing nothing, when the flow
         holds that id already (each message is in exactly one of the flow's progressions)."""
         admitted = self.admitted.get(type(message))
@@ -150,6 +153,10 @@ class Flow(Element):
     delivery. Its `created_at` is still when the inbox opened. Until its second message (or its
     Progression) it is even just that one message's UUID: most pairs exchange few messages, and an
     `OrderedIds` (four containers for the garbage collector to walk) cost a fifth of a delivery.
+
+    Threads: the flow's pile, its progressions and its inboxes share one lock, the pile's
+    `thread_lock`, which every change to the flow and every read of its inboxes holds. The flows of an
+    Exchange share the Exchange's lock (see `share_lock`), which its sends and collects hold throughout.
     """
 
     name: str | None = None
@@ -178,7 +185,8 @@ class Flow(Element):
             stray = next((item for item in pile if not isinstance(item, Message)), None)
             if stray is not None:  # it could never be routed: collecting would fail on it
                 raise ValueError(f"a flow holds messages only, not {type(stray).__name__}")
-        named = {OUTBOX: Progression.empty(OUTBOX)}
+        lock = pile.thread_lock
+        named = {OUTBOX: Progression.over(OrderedIds(), OUTBOX, time.time(), lock)}
         given_names: set[str] = set()
         for given in progressions or []:
             progression = Progression.from_dict(_canonical_inbox(given)) if isinstance(given, Mapping) else given
@@ -197,6 +205,7 @@ class Flow(Element):
         for name, progression in named.items():  # every check passed: the flow adopts its progressions
             if progression.name != name:  # an inbox named with an upper-case UUID: deliveries use the lower
                 progression.name = name
+            object.__setattr__(progression, "_lock", lock)  # the flow's lock guards all of its parts
         inbox_ids: dict[str, Inbox] = {name: p._ids for name, p in named.items() if name != OUTBOX}
         state: dict[str, Any] = {  # plain attributes: pydantic PrivateAttrs are slow
             "_items": pile,
@@ -224,7 +233,8 @@ class Flow(Element):
     @property
     def progressions(self) -> dict[str, Progression]:
         """Progressions by name (a read-only view is up to the caller: change mail through the Exchange)."""
-        self._wrap_inboxes()
+        with self._storage.lock:
+            self._wrap_inboxes()
         return self._progressions
 
     @property
@@ -253,54 +263,76 @@ class Flow(Element):
         return f"Flow(items={len(self._items)}, progressions={len(self._progressions) + len(self._unwrapped)}{name})"
 
     def inboxes(self) -> Iterator[tuple[str, Progression]]:
-        self._wrap_inboxes()
-        return ((name, p) for name, p in self._progressions.items() if name != OUTBOX)
+        with self._storage.lock:
+            self._wrap_inboxes()
+            listed = [(name, p) for name, p in self._progressions.items() if name != OUTBOX]
+        return iter(listed)
 
     def queue(self, message: Message) -> None:
         """Put an outgoing message in the outbox (ValueError, nothing changed, if the flow holds it)."""
-        self._storage.queue(message)
+        with self._storage.lock:
+            self._storage.queue(message)
 
     def take_outbox(self) -> list[Message]:
         """Remove and return the queued messages, oldest first (ids whose message is gone are skipped)."""
-        return self._storage.take_outbox()
+        with self._storage.lock:
+            return self._storage.take_outbox()
 
     def deliver(self, message: Message, sender: Any) -> None:
         """Put an incoming message in the inbox of its sender (opened on first delivery); ValueError,
         nothing changed, if the flow holds it already."""
-        self._storage.receive(message, inbox_name(sender), time.time())
+        inbox = inbox_name(sender)
+        with self._storage.lock:
+            self._storage.receive(message, inbox, time.time())
+
+    def share_lock(self, lock: ThreadLock) -> None:
+        """Make `lock` the flow's thread lock: its pile's, its progressions' and its inboxes'. An Exchange
+        gives its flows its own lock as it adopts them, so that a send or a collect, which holds it
+        throughout, takes no other lock per message. Nothing may be using the flow meanwhile."""
+        pile = self._items
+        object.__setattr__(pile, "_lock", lock)
+        object.__setattr__(pile._progression, "_lock", lock)
+        for progression in self._progressions.values():
+            object.__setattr__(progression, "_lock", lock)
+        self._storage.lock = lock
 
     def inbox(self, sender: Any) -> list[Message]:
-        inbox = self._inbox_ids.get(inbox_name(sender))
-        return [] if inbox is None else [self._items[ident] for ident in _listed(inbox)]
+        name = inbox_name(sender)
+        with self._storage.lock:
+            inbox = self._inbox_ids.get(name)
+            return [] if inbox is None else [self._items[ident] for ident in _listed(inbox)]
 
     def all_inboxes(self) -> list[Message]:
-        return [self._items[ident] for inbox in self._inbox_ids.values() for ident in _listed(inbox)]
+        with self._storage.lock:
+            return [self._items[ident] for inbox in self._inbox_ids.values() for ident in _listed(inbox)]
 
     def pop_oldest(self, sender: Any) -> Message | None:
         """Remove and return the oldest message from `sender`; None when there is none."""
         name = inbox_name(sender)
-        inbox = self._inbox_ids.get(name)
-        if inbox is None:
-            return None
-        if isinstance(inbox, OrderedIds) and not inbox:
-            return None
-        oldest = inbox[0] if isinstance(inbox, OrderedIds) else inbox
-        # The pile first: a message taken out of it behind the flow's back is its KeyError, nothing changed.
-        message: Message = self._items.pop(oldest)
-        if isinstance(inbox, OrderedIds):
-            inbox.popleft()
-        else:  # its one message: the inbox stays open, empty
-            self._inbox_ids[name] = OrderedIds()
-        return message
+        with self._storage.lock:
+            inbox = self._inbox_ids.get(name)
+            if inbox is None:
+                return None
+            if isinstance(inbox, OrderedIds) and not inbox:
+                return None
+            oldest = inbox[0] if isinstance(inbox, OrderedIds) else inbox
+            # The pile first: a message taken out of it behind the flow's back is its KeyError, nothing changed.
+            message: Message = self._items.pop(oldest)
+            if isinstance(inbox, OrderedIds):
+                inbox.popleft()
+            else:  # its one message: the inbox stays open, empty
+                self._inbox_ids[name] = OrderedIds()
+            return message
 
     def _wrap_inboxes(self) -> None:
         """Give every inbox still kept as bare ids its Progression, in the order the inboxes opened
-        (all of them at once, so `progressions` keeps that order)."""
+        (all of them at once, so `progressions` keeps that order). The caller holds the lock."""
+        lock = self._storage.lock
         for name, opened in self._unwrapped.items():
             ids = self._inbox_ids[name]
             if not isinstance(ids, OrderedIds):  # the Progression and later deliveries share one OrderedIds
                 ids = self._inbox_ids[name] = OrderedIds.of_one(ids)
-            self._progressions[name] = Progression.over(ids, name, opened)
+            self._progressions[name] = Progression.over(ids, name, opened, lock)
         self._unwrapped.clear()
 
     def owner(self) -> UUID | None:
@@ -310,10 +342,15 @@ class Flow(Element):
 
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
-        record: dict[str, Any] = handler(self)
-        if not parts_later(info):
-            self._add_part_records(record, info.mode)
+        with self._storage.lock:  # the items and every progression as of one moment
+            record: dict[str, Any] = handler(self)
+            if not parts_later(info):
+                self._add_part_records(record, info.mode)
         return record
+
+    def _unchecked_record(self, mode: str) -> dict[str, Any]:
+        with self._storage.lock:  # the record and its parts' records as of one moment
+            return super()._unchecked_record(mode)
 
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
         progressions = self.progressions

@@ -30,6 +30,7 @@ from lionmsg.runtime.factories import AddMessageArguments, build_common, build_m
 from lionmsg.runtime.ids import parse_canonical_uuid
 from lionmsg.runtime.pile import Pile, changes_made
 from lionmsg.runtime.progression import Progression
+from lionmsg.runtime.threadlock import acquire_without_blocking_the_loop
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, loads_json, write_json
 
 if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.10 CI run
@@ -132,9 +133,10 @@ class MessageManager:
         the current one (which leaves the history), the current one is updated in place."""
         if not isinstance(system, System):
             raise ValueError("System message must be a System instance.")
-        if self._latest_change_began is not None:
-            self._latest_change_began = changes_made(self.messages)
-        self._install_system(system)
+        with self.messages.thread_lock:
+            if self._latest_change_began is not None:
+                self._latest_change_began = changes_made(self.messages)
+            self._install_system(system)
         self._history_changed("system")
 
     def _install_system(self, system: System) -> None:
@@ -152,12 +154,13 @@ class MessageManager:
 
     def clear_messages(self) -> None:
         """Empty the history, keeping only the system message (at index 0)."""
-        if self._latest_change_began is not None:
-            self._latest_change_began = changes_made(self.messages)
-        system = self.system
-        self.messages.clear()
-        if system is not None:
-            self.messages.include(system)
+        with self.messages.thread_lock:
+            if self._latest_change_began is not None:
+                self._latest_change_began = changes_made(self.messages)
+            system = self.system
+            self.messages.clear()
+            if system is not None:
+                self.messages.include(system)
         self._history_changed("clear")
 
     def _history_changed(self, event: HistoryEvent) -> None:
@@ -165,10 +168,9 @@ class MessageManager:
             # A snapshot, as for observers: a listener added meanwhile hears the next change.
             run_sync_callbacks(tuple(self.on_history_changed), event, "on_history_changed", _EVENT_METHODS[event])
 
-    def _system_added(self, system: System) -> BaseException | None:
-        """`set_system` for `add_message(system=...)`: the listeners' failure is returned, to be raised
-        after the message-added observers ran (the system message is committed either way)."""
-        self._install_system(system)
+    def _system_listeners_failed(self) -> BaseException | None:
+        """The history listeners told of `add_message(system=...)`: their failure is returned, to be
+        raised after the message-added observers ran (the system message is committed either way)."""
         try:
             self._history_changed("system")
         except BaseException as failure:
@@ -212,12 +214,20 @@ class MessageManager:
         calls (and awaits) a snapshot of the observers taken after the commit."""
         if not arguments.keys() <= _ADD_ARGUMENTS:
             _reject_arguments("a_add_message", arguments)
-        # The lock's own acquire and release rather than `async with self.messages`: the pile's
+        # The locks' own acquire and release rather than `async with self.messages`: the pile's
         # __aenter__/__aexit__ are two more coroutines per call (~8k of ~137k instructions).
-        lock = self.messages.lock
+        pile = self.messages
+        lock = pile.lock
         await lock.acquire()
         try:
-            message, listeners_failed = self._commit(arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
+            thread_lock = pile._lock
+            if not thread_lock.acquire(False):  # another thread holds the pile: wait, not block (False
+                await acquire_without_blocking_the_loop(thread_lock)  # by position: a keyword costs 1.4k)
+            try:
+                message, system = self._change(pile, arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
+            finally:
+                thread_lock.release()
+            listeners_failed = self._system_listeners_failed() if system else None
         finally:
             lock.release()
         try:
@@ -229,20 +239,34 @@ class MessageManager:
         return message
 
     def _commit(self, arguments: dict[str, Any]) -> tuple[Message, BaseException | None]:
-        """Build, add or replace the message; with it, what the history listeners raised when it is a
-        system message (raised by the caller after the observers ran), else None."""
+        """`_change` under the pile's thread lock; with the message, what the history listeners raised
+        when it is a system message (they run after the lock is released; the caller raises it after
+        the observers ran), else None."""
+        pile = self.messages
+        lock = pile._lock  # not the property, and not `with`: together half the cost, on every add
+        lock.acquire()
+        try:
+            message, system = self._change(pile, arguments)
+        finally:
+            lock.release()
+        return message, self._system_listeners_failed() if system else None
+
+    def _change(self, pile: Pile[Message], arguments: dict[str, Any]) -> tuple[Message, bool]:
+        """Build, add or replace the message; with it, whether it is the system message. The caller holds
+        the pile's thread lock, so a message revised in place is not seen half revised by another thread."""
         if self._latest_change_began is not None:
-            self._latest_change_began = changes_made(self.messages)
-        direct = build_common(arguments)  # the usual calls: no kind to resolve
+            self._latest_change_began = changes_made(pile)
+        direct = build_common(arguments)  # the usual calls: no kind to resolve (never a system message)
         if direct is not None:
-            self.messages.update(direct)  # a revised instruction keeps its index
-            return direct, None
+            pile._update_holding_lock(direct)  # a revised instruction keeps its index
+            return direct, False
         pop = arguments.pop
         message = build_message(arguments, pop("sender", None), pop("recipient", None), pop("metadata", None))
         if isinstance(message, System):
-            return message, self._system_added(message)
-        self.messages.update(message)  # add-or-replace: a present id keeps its index
-        return message, None
+            self._install_system(message)
+            return message, True
+        pile._update_holding_lock(message)  # add-or-replace: a present id keeps its index
+        return message, False
 
     create_action_response = staticmethod(create_action_response)
 

@@ -13,6 +13,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from lionmsg.runtime.element import Element, element_class, parts_later, record_error
 from lionmsg.runtime.progression import Progression, to_uuid
+from lionmsg.runtime.threadlock import ThreadLock, acquire_without_blocking_the_loop
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -28,7 +29,12 @@ class Pile(Element, Generic[T]):
 
     `item_type` (a class or several) restricts what the pile accepts: instances of those classes, or with
     `strict_type=True` exactly those classes. Every change is checked in full before anything changes,
-    so a rejected call leaves the pile as it was. `async with pile:` holds the pile's asyncio lock.
+    so a rejected call leaves the pile as it was.
+
+    Threads: every change, and every read that combines the items with their order, holds `thread_lock`
+    (re-entrant; its progression's lock, so a change made through the progression excludes them too);
+    `ref in pile` and `pile[id]` are one dict look-up each and take no lock. `async with pile:` holds the
+    pile's asyncio lock for the running loop (`lock`), then `thread_lock`.
     """
 
     # Frozen, as in LionAGI: the admitted-class cache and the items already held follow it.
@@ -40,6 +46,7 @@ class Pile(Element, Generic[T]):
         _item_type: frozenset[type[Element]] | None
         _admitted: dict[type, bool]
         _locks: _LoopLocks
+        _lock: ThreadLock  # the progression's: see thread_lock
 
     def __init__(
         self,
@@ -88,6 +95,7 @@ class Pile(Element, Generic[T]):
             object.__setattr__(self, "_progression", given)
         else:
             self._progression.include(order)
+        object.__setattr__(self, "_lock", self._progression._lock)
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -99,6 +107,12 @@ class Pile(Element, Generic[T]):
     @property
     def item_type(self) -> frozenset[type[Element]] | None:
         return self._item_type
+
+    @property
+    def thread_lock(self) -> ThreadLock:
+        """The re-entrant thread lock every change holds (LionAGI's `Pile.lock`): hold it to make several
+        calls one step for other threads. It is the progression's lock too."""
+        return self._lock
 
     def __len__(self) -> int:
         return len(self._items)
@@ -124,11 +138,13 @@ class Pile(Element, Generic[T]):
         return list(self._progression)
 
     def values(self) -> list[T]:
-        return list(self)
+        with self._lock:
+            return list(self)
 
     def items(self) -> list[tuple[UUID, T]]:
         items = self._items
-        return [(ident, items[ident.int]) for ident in self._progression]
+        with self._lock:
+            return [(ident, items[ident.int]) for ident in self._progression]
 
     def get(self, ref: Any, default: Any = None) -> T | Any:
         """`pile[ref]`, or `default` where that raises: an id (or its text, or an element) not held, a
@@ -155,9 +171,12 @@ class Pile(Element, Generic[T]):
             if found is not None:
                 return found
         if isinstance(key, slice):
-            return self._like([self._items[ident.int] for ident in self._progression._ids[key]])
+            with self._lock:
+                chosen = [self._items[ident.int] for ident in self._progression._ids[key]]
+            return self._like(chosen)
         if _is_position(key):  # the progression reads an `__index__` object (a numpy int) as its int
-            return self._items[self._progression[key].int]
+            with self._lock:
+                return self._items[self._progression[key].int]
         ident = to_uuid(key)
         try:
             return self._items[ident.int]
@@ -221,16 +240,17 @@ class Pile(Element, Generic[T]):
             num_items = operator.index(num_items)
             if num_items < 0:
                 raise ValueError(f"num_items must not be negative, got {num_items}")
-        order = reversed(self._progression) if reverse else iter(self._progression)
         chosen: list[T] = []
         classes = tuple(wanted)
         if num_items != 0:  # LionAGI returns every match for 0; none is what was asked for
-            for ident in order:
-                item = self._items[ident.int]
-                if type(item) in wanted if strict_type else isinstance(item, classes):
-                    chosen.append(item)
-                    if len(chosen) == num_items:
-                        break
+            with self._lock:
+                order = reversed(self._progression) if reverse else iter(self._progression)
+                for ident in order:
+                    item = self._items[ident.int]
+                    if type(item) in wanted if strict_type else isinstance(item, classes):
+                        chosen.append(item)
+                        if len(chosen) == num_items:
+                            break
         if as_pile:
             return Pile(chosen, item_type=wanted, strict_type=strict_type)
         return chosen
@@ -239,29 +259,45 @@ class Pile(Element, Generic[T]):
 
     def include(self, items: Any) -> bool:
         """Append the items not present yet; True when any was added."""
+        lock = self._lock
         if self._admitted.get(type(items)):  # the common case, kept cheap: an element of an admitted class
             ident = items.id
             key = ident.int
-            if key in self._items:
-                return False
-            # Straight into the order's storage, no call: an id the pile lacks is not in its order either.
-            order = self._progression._ids
-            order._slot_of[key] = len(order._slots)
-            order._slots.append(ident)
-            self._items[key] = items
-            return True
+            lock.acquire()  # not `with`, here and in update: half the cost
+            try:
+                if key in self._items:
+                    return False
+                # Straight into the order's storage, no call: an id the pile lacks is not in its order either.
+                order = self._progression._ids
+                order._slot_of[key] = len(order._slots)
+                order._slots.append(ident)
+                self._items[key] = items
+                return True
+            finally:
+                lock.release()
         new = self._as_items(items)
         self._check(new)
         added = False
-        for item in new:
-            if item.id.int not in self._items:
-                self._items[item.id.int] = item
-                self._progression.append(item.id)
-                added = True
+        with lock:
+            for item in new:
+                if item.id.int not in self._items:
+                    self._items[item.id.int] = item
+                    self._progression.append(item.id)
+                    added = True
         return added
 
     def update(self, items: Any) -> None:
         """Add or replace: an item whose id is present replaces the old one at the same position."""
+        lock = self._lock
+        lock.acquire()
+        try:
+            self._update_holding_lock(items)
+        finally:
+            lock.release()
+
+    def _update_holding_lock(self, items: Any) -> None:
+        """`update` for a caller that holds `thread_lock` already (a manager's add does): taking it again
+        costs as much as the rest of the update of one item."""
         if self._admitted.get(type(items)):  # the common case, kept cheap: an element of an admitted class
             ident = items.id
             if ident.int not in self._items:
@@ -278,21 +314,23 @@ class Pile(Element, Generic[T]):
     def insert(self, index: int, item: T) -> None:
         """Insert an item before position `index`; ValueError when its id is present."""
         self._check([item])
-        self._progression.insert(index, item.id)
-        self._items[item.id.int] = item
+        with self._lock:
+            self._progression.insert(index, item.id)
+            self._items[item.id.int] = item
 
     def replace(self, old: Any, new: T) -> None:
         """Put `new` at the position of `old` (O(1)); ValueError when `old` is absent or `new`'s id
         belongs to another item already in the pile."""
         self._check([new])
         old_id = to_uuid(old)
-        if old_id.int not in self._items:
-            raise ValueError(f"{old_id} is not in the pile")
-        if new.id != old_id and new.id.int in self._items:
-            raise ValueError(f"{new.id} is already in the pile")
-        self._progression.replace(old_id, new.id)
-        del self._items[old_id.int]
-        self._items[new.id.int] = new
+        with self._lock:
+            if old_id.int not in self._items:
+                raise ValueError(f"{old_id} is not in the pile")
+            if new.id != old_id and new.id.int in self._items:
+                raise ValueError(f"{new.id} is already in the pile")
+            self._progression.replace(old_id, new.id)
+            del self._items[old_id.int]
+            self._items[new.id.int] = new
 
     def exclude(self, refs: Any) -> bool:
         """Remove the items (or ids) present; True when any was removed."""
@@ -303,13 +341,15 @@ class Pile(Element, Generic[T]):
         pop = self._items.pop
         taken: list[T] = []
         removed: list[UUID] = []
-        for ident in self._as_ids(refs):
-            item = pop(ident.int, None)
-            if item is not None:
-                taken.append(item)
-                removed.append(ident)
-        if removed:
-            self._progression._ids.exclude(removed)
+        ids = self._as_ids(refs)
+        with self._lock:
+            for ident in ids:
+                item = pop(ident.int, None)
+                if item is not None:
+                    taken.append(item)
+                    removed.append(ident)
+            if removed:
+                self._progression._ids.exclude(removed)
         return taken
 
     def pop(self, ref: Any, default: Any = _MISSING) -> T | Any:
@@ -318,13 +358,14 @@ class Pile(Element, Generic[T]):
         KeyError, a position out of range an IndexError and a value that names no item what `pile[...]`
         raises; with one, each of those returns it. Nothing changes unless an item is returned."""
         if _is_position(ref):
-            try:
-                found = self[ref]
-            except IndexError:
-                if default is _MISSING:
-                    raise
-                return default
-            self.take(found.keys() if isinstance(found, Pile) else [found.id])
+            with self._lock:  # the item found is the item taken
+                try:
+                    found = self[ref]
+                except IndexError:
+                    if default is _MISSING:
+                        raise
+                    return default
+                self.take(found.keys() if isinstance(found, Pile) else [found.id])
             return found
         try:
             ident = to_uuid(ref)
@@ -332,16 +373,18 @@ class Pile(Element, Generic[T]):
             if default is _MISSING:
                 raise
             return default
-        if ident.int not in self._items:
-            if default is _MISSING:
-                raise KeyError(f"{ident} is not in the pile")
-            return default
-        self._progression.remove(ident)
-        return self._items.pop(ident.int)
+        with self._lock:
+            if ident.int not in self._items:
+                if default is _MISSING:
+                    raise KeyError(f"{ident} is not in the pile")
+                return default
+            self._progression.remove(ident)
+            return self._items.pop(ident.int)
 
     def clear(self) -> None:
-        self._items.clear()
-        self._progression.clear()
+        with self._lock:
+            self._items.clear()
+            self._progression.clear()
 
     # LionAGI's names for the same operations.
     def append(self, item: T) -> None:
@@ -379,23 +422,41 @@ class Pile(Element, Generic[T]):
             lock = self._locks[loop] = asyncio.Lock()
         return lock
 
+    @property
+    def async_lock(self) -> asyncio.Lock:
+        """`lock` by LionAGI's name for it: it excludes the tasks of the running loop only (`async with
+        pile:` holds it and `thread_lock`)."""
+        return self.lock
+
     async def __aenter__(self) -> Self:
-        await self.lock.acquire()
+        lock = self.lock
+        await lock.acquire()
+        try:
+            await acquire_without_blocking_the_loop(self._lock)
+        except BaseException:  # cancelled while another thread held the pile: hold nothing
+            lock.release()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self._lock.release()
         self.lock.release()
 
     # -- records -----------------------------------------------------------------------------------
 
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
-        record: dict[str, Any] = handler(self)
-        if not parts_later(info):
-            self._add_part_records(record, info.mode)
-        record["progression"] = self._progression.model_dump(mode=info.mode)
+        with self._lock:  # the items and their order as of one moment
+            record: dict[str, Any] = handler(self)
+            if not parts_later(info):
+                self._add_part_records(record, info.mode)
+            record["progression"] = self._progression.model_dump(mode=info.mode)
         record["item_type"] = None if self._item_type is None else sorted(t.__name__ for t in self._item_type)
         return record
+
+    def _unchecked_record(self, mode: str) -> dict[str, Any]:
+        with self._lock:  # the record and its parts' records as of one moment
+            return super()._unchecked_record(mode)
 
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
         record["collections"] = [item._unchecked_record(mode) for item in self]

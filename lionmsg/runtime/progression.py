@@ -20,6 +20,7 @@ from pydantic import SerializationInfo, SerializerFunctionWrapHandler, computed_
 from lionmsg.runtime.element import Element, UuidText, record_error
 from lionmsg.runtime.fastpath import trusted_instance
 from lionmsg.runtime.ids import new_uuid4, uuid_text
+from lionmsg.runtime.threadlock import ThreadLock
 from lionmsg.runtime.wire import CANONICAL_UUID
 
 if TYPE_CHECKING:
@@ -335,18 +336,22 @@ class Progression(Element):
     """An ordered set of UUIDs with a name. Elements given where an id is expected stand for their ids.
 
     Reading and changing methods are those of `OrderedIds`; equality is by name and order (not id),
-    as in LionAGI.
+    as in LionAGI. Each change, and each read that combines more than one of the storage's parts, holds
+    `_lock` (a pile's progression shares the pile's lock), so threads sharing a progression never see or
+    leave it half changed; a membership test or `len()` is one dict operation and needs none.
     """
 
     name: str | None = None
 
     def __init__(self, order: Any = None, **data: Any) -> None:
         super().__init__(**data)
-        # Plain attribute, not a pydantic PrivateAttr: those cost microseconds per access.
+        # Plain attributes, not pydantic PrivateAttrs: those cost microseconds per access.
         object.__setattr__(self, "_ids", OrderedIds([] if order is None else _refs(order)))
+        object.__setattr__(self, "_lock", ThreadLock())
 
     if TYPE_CHECKING:
         _ids: OrderedIds
+        _lock: ThreadLock
 
     @classmethod
     def _prepare_record(cls, record: dict[str, Any]) -> None:
@@ -362,25 +367,28 @@ class Progression(Element):
     def empty(cls, name: str | None = None) -> Self:
         """A new empty progression: `Progression(name=name)` without pydantic's validation, which costs
         more than the rest of a delivery when an Exchange opens an inbox."""
-        return cls.over(OrderedIds(), name, time.time())
+        return cls.over(OrderedIds(), name, time.time(), ThreadLock())
 
     @classmethod
-    def over(cls, ids: OrderedIds, name: str | None, created_at: float) -> Self:
-        """A new progression whose order is `ids` itself (shared, not copied): a Flow keeps an inbox as
-        bare ids and gives it a Progression only when someone asks for one."""
+    def over(cls, ids: OrderedIds, name: str | None, created_at: float, lock: ThreadLock) -> Self:
+        """A new progression whose order is `ids` itself (shared, not copied), guarded by `lock`: a Flow
+        keeps an inbox as bare ids under its pile's lock and gives it a Progression only when someone
+        asks for one."""
         if cls is not Progression:  # a subclass may add fields: let pydantic fill them in
             progression = cls(name=name, created_at=created_at)
         else:
             values = {"id": new_uuid4(), "created_at": created_at, "metadata": {}, "name": name}
             progression = trusted_instance(cls, values, {"name"})
         object.__setattr__(progression, "_ids", ids)
+        object.__setattr__(progression, "_lock", lock)
         return progression
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def order(self) -> list[UUID]:
         """The ids, in order: a snapshot (an `OrderSnapshot`, which refuses changes)."""
-        return OrderSnapshot(self._ids)
+        with self._lock:
+            return OrderSnapshot(self._ids)
 
     @field_serializer("order", mode="wrap")
     def _write_order(
@@ -394,10 +402,12 @@ class Progression(Element):
         return len(self._ids)
 
     def __iter__(self) -> Iterator[UUID]:  # type: ignore[override]
-        return iter(self._ids)
+        with self._lock:  # the ids as of now: OrderedIds slices its storage when iteration begins
+            return iter(self._ids)
 
     def __reversed__(self) -> Iterator[UUID]:
-        return reversed(self._ids)
+        with self._lock:
+            return reversed(self._ids)
 
     def __contains__(self, ref: Any) -> bool:
         return ref in self._ids
@@ -409,23 +419,26 @@ class Progression(Element):
     def __getitem__(self, index: int | slice) -> UUID | Progression:
         """An id by position; a slice is a new, unnamed Progression of those ids (as in LionAGI, so it
         can serve as a Branch's selected view)."""
-        if isinstance(index, slice):
-            return Progression(order=self._ids[index])
-        return self._ids[index]
+        with self._lock:
+            if isinstance(index, slice):
+                return Progression(order=self._ids[index])
+            return self._ids[index]
 
     def __setitem__(self, index: int, ref: Any) -> None:
         """`p[i] = ref`: the id at position `i` replaced by `ref`, as in LionAGI (a slice is a TypeError;
         an id held at another position is a ValueError, as for `replace`; nothing changes then)."""
         if isinstance(index, slice):
             raise TypeError("a Progression takes one id per position: assign p[i] = id, or use include/exclude")
-        self._ids.replace(self._ids[_position(index)], ref)
+        with self._lock:
+            self._ids.replace(self._ids[_position(index)], ref)
 
     def __delitem__(self, index: int | slice) -> None:
         """`del p[i]` or `del p[a:b]`: those positions removed, as in LionAGI."""
-        if isinstance(index, slice):
-            self._ids.exclude(self._ids[index])
-        else:
-            self._ids.pop(_position(index))
+        with self._lock:
+            if isinstance(index, slice):
+                self._ids.exclude(self._ids[index])
+            else:
+                self._ids.pop(_position(index))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Progression):
@@ -439,10 +452,15 @@ class Progression(Element):
 
     def index(self, ref: Any, start: int = 0, end: int | None = None) -> int:
         """The position of an id; ValueError when absent, or outside `[start:end]` as `list.index` says."""
-        position = self._ids.index(ref)
-        if start == 0 and end is None:
-            return position
-        low, high, _ = slice(start, end).indices(len(self))
+        lock = self._lock
+        lock.acquire()  # not `with`: half the cost, on a look-up that costs ~0.4 us
+        try:
+            position = self._ids.index(ref)
+            if start == 0 and end is None:
+                return position
+            low, high, _ = slice(start, end).indices(len(self))
+        finally:
+            lock.release()
         if not low <= position < high:
             raise ValueError(f"{to_uuid(ref)} is not in the progression between {start} and {end}")
         return position
@@ -452,7 +470,8 @@ class Progression(Element):
         return 1 if to_uuid(ref).int in self._ids._slot_of else 0
 
     def include(self, refs: Any) -> bool:
-        return self._ids.include(refs)
+        with self._lock:
+            return self._ids.include(refs)
 
     def extend(self, other: Progression) -> None:
         """Append another progression's ids in its order (LionAGI's `extend`); a ValueError, with nothing
@@ -462,13 +481,14 @@ class Progression(Element):
         self._append_all(list(other))
 
     def _append_all(self, ids: list[UUID]) -> None:
-        known = self._ids._slot_of
-        seen: set[int] = set()
-        for ident in ids:
-            if ident.int in known or ident.int in seen:
-                raise ValueError(f"{ident} is already in the progression")
-            seen.add(ident.int)
-        self._ids.include(ids)
+        with self._lock:
+            known = self._ids._slot_of
+            seen: set[int] = set()
+            for ident in ids:
+                if ident.int in known or ident.int in seen:
+                    raise ValueError(f"{ident} is already in the progression")
+                seen.add(ident.int)
+            self._ids.include(ids)
 
     # LionAGI's operators, as an ordered set: `+` and `+=` refuse an id already present (ValueError,
     # nothing changed), `-` drops the ids given, `-=` removes ids that must be present.
@@ -488,32 +508,41 @@ class Progression(Element):
 
     def __isub__(self, other: Any) -> Self:
         refs = _refs(other)
-        missing = next((ident for ident in refs if ident.int not in self._ids._slot_of), None)
-        if missing is not None:
-            raise ValueError(f"{missing} is not in the progression")
-        self._ids.exclude(refs)
+        with self._lock:
+            missing = next((ident for ident in refs if ident.int not in self._ids._slot_of), None)
+            if missing is not None:
+                raise ValueError(f"{missing} is not in the progression")
+            self._ids.exclude(refs)
         return self
 
     def append(self, ref: Any) -> None:
-        self._ids.append(ref)
+        with self._lock:
+            self._ids.append(ref)
 
     def insert(self, index: int, ref: Any) -> None:
-        self._ids.insert(index, ref)
+        with self._lock:
+            self._ids.insert(index, ref)
 
     def replace(self, old: Any, new: Any) -> None:
-        self._ids.replace(old, new)
+        with self._lock:
+            self._ids.replace(old, new)
 
     def exclude(self, refs: Any) -> bool:
-        return self._ids.exclude(refs)
+        with self._lock:
+            return self._ids.exclude(refs)
 
     def remove(self, ref: Any) -> None:
-        self._ids.remove(ref)
+        with self._lock:
+            self._ids.remove(ref)
 
     def pop(self, index: int = -1) -> UUID:
-        return self._ids.pop(index)
+        with self._lock:
+            return self._ids.pop(index)
 
     def popleft(self) -> UUID:
-        return self._ids.popleft()
+        with self._lock:
+            return self._ids.popleft()
 
     def clear(self) -> None:
-        self._ids.clear()
+        with self._lock:
+            self._ids.clear()

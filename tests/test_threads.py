@@ -1,0 +1,562 @@
+"""Threads sharing a manager, a pile, a progression or an Exchange (README "Threads and event loops").
+
+Every change, and every read that combines a pile's items with their order, holds the pile's re-entrant
+`thread_lock` (its progression's lock too); an Exchange's registering, sending, collecting and record
+writing hold its own, and each flow is changed under its pile's. The exclusion tests hold a lock in this
+thread and check that an operation started in another thread waits for it, changing nothing meanwhile;
+the stress tests let several threads change one object at a tiny switch interval and check that nothing
+is lost or left inconsistent (before the locks, a Progression's slot index went wrong in a few runs of
+that size). No timing is asserted: the short waits only give a thread that ignored the lock time to
+show it, and the long ones are guards against hanging forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import pickle
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+from uuid import uuid4
+
+import pytest
+
+from lionmsg import Exchange, Flow, Instruction, Message, MessageManager, Pile, Progression, System
+from lionmsg.runtime.threadlock import ThreadLock
+
+GUARD = 60.0  # seconds: a guard against a deadlock hanging the suite, not a speed bar
+GRACE = 0.05  # seconds an operation that ignored the lock would have had to finish in
+
+
+def instruction(text: str) -> Instruction:
+    return Instruction(content={"instruction": text})
+
+
+@contextmanager
+def switching_often() -> Iterator[None]:
+    """Threads swap every microsecond, so an unguarded read-modify-write is interrupted often."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+def run_threads(count: int, work: Callable[[int], None]) -> None:
+    failures: list[BaseException] = []
+
+    def worker(number: int) -> None:
+        try:
+            work(number)
+        except BaseException as failure:  # reported below: a thread's exception would vanish
+            failures.append(failure)
+
+    threads = [threading.Thread(target=worker, args=(number,)) for number in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(GUARD)
+    assert not any(thread.is_alive() for thread in threads)
+    assert failures == []
+
+
+def waits_for(lock: Any, operation: Callable[[], Any], state: Callable[[], Any]) -> Any:
+    """Run `operation` in another thread while this one holds `lock`: it must wait (leaving `state()` as
+    it was) and finish once the lock is released. Its result, or its exception, is returned."""
+    outcome: dict[str, Any] = {}
+    started = threading.Event()
+
+    def worker() -> None:
+        started.set()
+        try:
+            outcome["result"] = operation()
+        except Exception as error:  # returned: some operations under test raise by design
+            outcome["result"] = error
+
+    with lock:
+        before = state()
+        thread = threading.Thread(target=worker)
+        thread.start()
+        assert started.wait(GUARD)
+        thread.join(GRACE)
+        assert thread.is_alive(), "the operation did not wait for the lock"
+        assert state() == before
+        assert outcome == {}
+    thread.join(GUARD)
+    assert not thread.is_alive()
+    return outcome["result"]
+
+
+def pile_state(pile: Pile[Any]) -> tuple[Any, ...]:
+    return list(pile.progression), {ident: id(pile[ident]) for ident in pile.progression}
+
+
+def assert_consistent(pile: Pile[Any]) -> list[Any]:
+    """The order and the items agree, and every id's index is its position."""
+    order = list(pile.progression)
+    assert len(order) == len(set(order)) == len(pile)
+    assert [item.id for item in pile] == order
+    assert all(pile.progression.index(ident) == position for position, ident in enumerate(order))
+    assert all(pile.index(ident) == position for position, ident in enumerate(order))
+    return order
+
+
+# -- exclusion: an operation in another thread waits for a held lock -------------------------------
+
+
+def history(size: int = 3) -> MessageManager:
+    manager = MessageManager(system=System(content={"system_message": "be brief"}))
+    for number in range(size):
+        manager.add_message(instruction=f"question {number}")
+    return manager
+
+
+MANAGER_OPERATIONS: dict[str, Callable[[MessageManager], Any]] = {
+    "add_message": lambda m: m.add_message(instruction="late"),
+    "add_message revising a message": lambda m: m.add_message(instruction=m.messages[1], guidance="revised"),
+    "add_message(system=...)": lambda m: m.add_message(system="be verbose"),
+    "set_system": lambda m: m.set_system(System(content={"system_message": "another"})),
+    "clear_messages": lambda m: m.clear_messages(),
+    "a_add_message": lambda m: asyncio.run(m.a_add_message(instruction="late")),
+    "aclear_messages": lambda m: asyncio.run(m.aclear_messages()),
+}
+
+
+def manager_state(manager: MessageManager) -> tuple[Any, ...]:
+    return pile_state(manager.messages), [message.to_dict() for message in manager]
+
+
+@pytest.mark.parametrize("name", list(MANAGER_OPERATIONS))
+def test_a_manager_change_in_another_thread_waits_for_the_pile_lock(name: str) -> None:
+    manager = history()
+    operation = MANAGER_OPERATIONS[name]
+    result = waits_for(manager.messages.thread_lock, lambda: operation(manager), lambda: manager_state(manager))
+    assert not isinstance(result, BaseException)
+    assert_consistent(manager.messages)
+
+
+PILE_OPERATIONS: dict[str, Callable[[Pile[Any], list[Any]], Any]] = {
+    "include": lambda p, held: p.include(instruction("new")),
+    "include several": lambda p, held: p.include([instruction("a"), instruction("b")]),
+    "update": lambda p, held: p.update(instruction("new")),
+    "append": lambda p, held: p.append(instruction("new")),
+    "insert": lambda p, held: p.insert(1, instruction("new")),
+    "replace": lambda p, held: p.replace(held[1].id, instruction("new")),
+    "exclude": lambda p, held: p.exclude(held[1].id),
+    "take": lambda p, held: p.take([held[0].id, held[2].id]),
+    "pop by id": lambda p, held: p.pop(held[1].id),
+    "pop by position": lambda p, held: p.pop(0),
+    "pop a slice": lambda p, held: p.pop(slice(0, 2)),
+    "remove": lambda p, held: p.remove(held[2]),
+    "clear": lambda p, held: p.clear(),
+    "progression.append": lambda p, held: p.progression.append(uuid4()),
+    "progression.insert": lambda p, held: p.progression.insert(0, uuid4()),
+    "progression.remove": lambda p, held: p.progression.remove(held[0].id),
+    "progression[i] =": lambda p, held: p.progression.__setitem__(0, uuid4()),
+    "del progression[i]": lambda p, held: p.progression.__delitem__(1),
+    "progression.clear": lambda p, held: p.progression.clear(),
+    # reads that combine the items with their order wait too: they never see half a change
+    "keys": lambda p, held: p.keys(),
+    "values": lambda p, held: p.values(),
+    "items": lambda p, held: p.items(),
+    "list(pile)": lambda p, held: list(p),
+    "pile[position]": lambda p, held: p[1],
+    "pile[slice]": lambda p, held: p[0:2],
+    "index": lambda p, held: p.index(held[2].id),
+    "progression.index": lambda p, held: p.progression.index(held[2].id),
+    "progression[position]": lambda p, held: p.progression[2],
+    "progression.order": lambda p, held: p.progression.order,
+    "filter_by_type": lambda p, held: p.filter_by_type(Instruction),
+    "to_dict": lambda p, held: p.to_dict(),
+    "model_dump": lambda p, held: p.model_dump(),
+}
+
+
+@pytest.mark.parametrize("name", list(PILE_OPERATIONS))
+def test_a_pile_operation_in_another_thread_waits_for_its_lock(name: str) -> None:
+    held = [instruction(f"held {number}") for number in range(3)]
+    pile: Pile[Any] = Pile(held)
+    result = waits_for(pile.thread_lock, lambda: PILE_OPERATIONS[name](pile, held), lambda: pile_state(pile))
+    assert not isinstance(result, BaseException)
+
+
+def test_membership_and_look_up_by_id_take_no_lock() -> None:
+    # One dict operation each: they answer at once, even while another thread holds the pile.
+    held = instruction("held")
+    pile: Pile[Any] = Pile([held])
+    answers: list[Any] = []
+    with pile.thread_lock:
+        thread = threading.Thread(
+            target=lambda: answers.extend([held.id in pile, pile[held.id], len(pile), held.id in pile.progression])
+        )
+        thread.start()
+        thread.join(GUARD)
+    assert answers == [True, held, 1, True]
+
+
+def test_a_pile_and_its_progression_share_one_lock_also_when_given_one() -> None:
+    given = Progression(order=[])
+    pile: Pile[Any] = Pile(progression=given)
+    assert pile.thread_lock is given._lock
+    assert isinstance(pile.thread_lock, ThreadLock)
+    assert Pile().thread_lock is not Pile().thread_lock
+
+
+def test_async_lock_is_the_running_loops_asyncio_lock_by_lionagis_name() -> None:
+    pile: Pile[Any] = Pile()
+
+    async def main() -> None:
+        assert pile.async_lock is pile.lock
+        async with pile:
+            assert pile.async_lock.locked()
+
+    asyncio.run(main())
+
+
+def test_a_lock_held_in_this_thread_lets_this_thread_in() -> None:
+    # Re-entrant, as LionAGI's: hold it to make several calls one step for other threads.
+    manager = history()
+    with manager.messages.thread_lock:
+        manager.add_message(instruction="inside")
+        manager.messages.pop(1)
+        assert [m.rendered for m in manager][-1] == "Instruction: inside"
+    assert_consistent(manager.messages)
+
+
+# -- an Exchange -----------------------------------------------------------------------------------
+
+
+def exchange_with(owners: int) -> tuple[Exchange, list[Any]]:
+    exchange = Exchange()
+    ids = [uuid4() for _ in range(owners)]
+    for owner in ids:
+        exchange.register(owner)
+    return exchange, ids
+
+
+def exchange_state(exchange: Exchange) -> Any:
+    return exchange.to_dict()
+
+
+EXCHANGE_OPERATIONS: dict[str, Callable[[Exchange, list[Any]], Any]] = {
+    "send": lambda x, ids: x.send(ids[0], ids[1], {"n": 1}),
+    "register": lambda x, ids: x.register(uuid4()),
+    "unregister": lambda x, ids: x.unregister(ids[0]),
+    "collect": lambda x, ids: asyncio.run(x.collect(ids[0])),
+    "collect_all": lambda x, ids: asyncio.run(x.collect_all()),
+    "to_dict": lambda x, ids: x.to_dict(),
+}
+
+
+@pytest.mark.parametrize("name", list(EXCHANGE_OPERATIONS))
+def test_an_exchange_operation_in_another_thread_waits_for_its_lock(name: str) -> None:
+    exchange, ids = exchange_with(3)
+    exchange.send(ids[0], ids[1], {"queued": True})
+    exchange.send(ids[0], None, {"queued": "to all"})
+    operation = EXCHANGE_OPERATIONS[name]
+    result = waits_for(exchange.thread_lock, lambda: operation(exchange, ids), lambda: exchange_state(exchange))
+    assert not isinstance(result, BaseException)
+
+
+FLOW_OPERATIONS: dict[str, Callable[[Exchange, list[Any]], Any]] = {
+    "a delivery into it": lambda x, ids: asyncio.run(x.collect(ids[0])),
+    "receive": lambda x, ids: x.receive(ids[1]),
+    "receive from one sender": lambda x, ids: x.receive(ids[1], ids[2]),
+    "pop_message": lambda x, ids: x.pop_message(ids[1], ids[2]),
+    "progressions": lambda x, ids: x.get(ids[1]).progressions,
+    "inboxes": lambda x, ids: list(x.get(ids[1]).inboxes()),
+    "to_dict": lambda x, ids: x.get(ids[1]).to_dict(),
+}
+
+
+@pytest.mark.parametrize("name", list(FLOW_OPERATIONS))
+def test_a_mailbox_operation_in_another_thread_waits_for_the_flows_lock(name: str) -> None:
+    exchange, ids = exchange_with(3)
+    exchange.send(ids[2], ids[1], {"already": "delivered"})
+    asyncio.run(exchange.collect(ids[2]))
+    exchange.send(ids[0], ids[1], {"queued": True})
+    flow = exchange.get(ids[1])
+    assert flow is not None
+    result = waits_for(flow.items.thread_lock, lambda: FLOW_OPERATIONS[name](exchange, ids), lambda: flow.to_dict())
+    assert not isinstance(result, BaseException)
+
+
+def flow_locks(flow: Flow) -> list[Any]:
+    """Every lock a flow's parts hold: its pile's, its pile's progression's, its progressions' own."""
+    parts = [flow.items, flow.items.progression, *flow.progressions.values()]
+    return [flow.items.thread_lock, flow._storage.lock, *(part._lock for part in parts)]
+
+
+def test_every_part_of_a_flow_shares_one_lock_and_an_exchange_gives_its_flows_its_own() -> None:
+    exchange, ids = exchange_with(2)
+    exchange.send(ids[0], ids[1], {"n": 1})
+    asyncio.run(exchange.collect(ids[0]))
+    for owner in ids:
+        assert set(map(id, flow_locks(exchange.get(owner)))) == {id(exchange.thread_lock)}
+    loaded = Exchange.from_dict(exchange.to_dict())
+    given = Exchange(flows=[Flow.from_dict(exchange.get(ids[1]).to_dict())])
+    for other in (loaded, given):
+        assert all(set(map(id, flow_locks(flow))) == {id(other.thread_lock)} for flow in other._flows.values())
+    alone = Flow.from_dict(exchange.get(ids[1]).to_dict())
+    assert len(set(map(id, flow_locks(alone)))) == 1
+    assert alone.items.thread_lock is not exchange.thread_lock
+
+
+def test_a_delivery_into_a_flow_of_its_own_waits_for_its_lock() -> None:
+    flow = Flow()
+    sender = uuid4()
+    message = Message(content={"n": 1}, sender=sender, recipient=uuid4())
+    waits_for(flow.items.thread_lock, lambda: flow.deliver(message, sender), lambda: flow.to_dict())
+    assert flow.inbox(sender) == [message]
+
+
+# -- event loops: waiting for another thread without blocking the loop ------------------------------
+
+
+@contextmanager
+def held_by_another_thread(lock: Any) -> Iterator[threading.Event]:
+    """`lock` held by a helper thread until the event yielded is set (or the block ends)."""
+    taken, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with lock:
+            taken.set()
+            release.wait(GUARD)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert taken.wait(GUARD)
+    try:
+        yield release
+    finally:
+        release.set()
+        thread.join(GUARD)
+
+
+async def tick_while(task: asyncio.Task[Any], ticks: int) -> int:
+    """Let the loop run other work while `task` waits: the ticks it made (the loop was not blocked)."""
+    made = 0
+    while made < ticks and not task.done():
+        await asyncio.sleep(0.001)
+        made += 1
+    return made
+
+
+def test_a_manager_add_waits_for_another_thread_without_blocking_its_loop() -> None:
+    manager = history()
+    before = dict(manager.messages._items)  # read without the lock, which the other thread holds
+
+    async def main() -> None:
+        with held_by_another_thread(manager.messages.thread_lock) as release:
+            adding = asyncio.create_task(manager.a_add_message(instruction="late"))
+            assert await tick_while(adding, 20) == 20  # the loop ran on while the add waited
+            assert not adding.done()
+            assert manager.messages._items == before
+            release.set()
+            message = await asyncio.wait_for(adding, GUARD)
+        assert manager.messages[-1] is message
+
+    asyncio.run(main())
+    assert_consistent(manager.messages)
+
+
+def test_an_add_cancelled_while_waiting_for_another_thread_changes_nothing_and_holds_nothing() -> None:
+    manager = history()
+    before = manager_state(manager)
+
+    async def main() -> None:
+        with held_by_another_thread(manager.messages.thread_lock):
+            adding = asyncio.create_task(manager.a_add_message(instruction="never"))
+            await tick_while(adding, 5)
+            adding.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await adding
+            assert not manager.messages.lock.locked()
+        assert manager_state(manager) == before
+        await manager.a_add_message(instruction="later")  # neither lock was left held
+
+    asyncio.run(main())
+    assert [m.rendered for m in manager][-1] == "Instruction: later"
+
+
+def test_async_with_a_pile_cancelled_while_another_thread_holds_it_releases_the_loops_lock() -> None:
+    pile: Pile[Any] = Pile()
+
+    async def enter() -> None:
+        async with pile:
+            raise AssertionError("entered while another thread held the pile")
+
+    async def main() -> None:
+        with held_by_another_thread(pile.thread_lock):
+            entering = asyncio.create_task(enter())
+            assert await tick_while(entering, 5) == 5
+            entering.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await entering
+            assert not pile.lock.locked()
+        async with pile:  # both locks free again
+            pile.include(instruction("inside"))
+
+    asyncio.run(main())
+    assert len(pile) == 1
+
+
+def test_async_with_a_pile_holds_other_threads_out_until_it_ends() -> None:
+    pile: Pile[Any] = Pile()
+
+    async def main() -> None:
+        async with pile:
+            other = threading.Thread(target=lambda: pile.include(instruction("other thread")))
+            other.start()
+            other.join(GRACE)
+            assert other.is_alive()
+            assert len(pile) == 0
+        await asyncio.to_thread(other.join, GUARD)
+
+    asyncio.run(main())
+    assert [item.content.instruction for item in pile] == ["other thread"]
+
+
+def test_a_collect_waits_for_another_thread_without_blocking_its_loop() -> None:
+    exchange, ids = exchange_with(2)
+    exchange.send(ids[0], ids[1], {"n": 1})
+
+    async def main() -> None:
+        with held_by_another_thread(exchange.thread_lock) as release:
+            collecting = asyncio.create_task(exchange.collect(ids[0]))
+            assert await tick_while(collecting, 20) == 20
+            assert len(exchange.get(ids[1])) == 0  # a length takes no lock: the other thread holds it
+            release.set()
+            assert await asyncio.wait_for(collecting, GUARD) == 1
+
+    asyncio.run(main())
+    assert [m.content for m in exchange.receive(ids[1])] == [{"n": 1}]
+
+
+# -- copies get a lock of their own ---------------------------------------------------------------
+
+
+def free_in_another_thread(lock: Any) -> bool:
+    answer: list[bool] = []
+
+    def probe() -> None:
+        taken = lock.acquire(blocking=False)
+        if taken:
+            lock.release()
+        answer.append(taken)
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join(GUARD)
+    return answer == [True]
+
+
+COPIES: dict[str, Callable[[Any], Any]] = {
+    "deepcopy": copy.deepcopy,
+    "pickle": lambda x: pickle.loads(pickle.dumps(x)),
+    "model_copy(deep=True)": lambda x: x.model_copy(deep=True),
+}
+
+
+@pytest.mark.parametrize("how", list(COPIES))
+def test_a_copy_of_a_held_pile_has_its_own_free_lock_shared_with_its_progression(how: str) -> None:
+    pile: Pile[Any] = Pile([instruction("a"), instruction("b")])
+    with pile.thread_lock:
+        copied = COPIES[how](pile)
+        assert copied.thread_lock is not pile.thread_lock
+        assert copied.thread_lock is copied.progression._lock
+        assert free_in_another_thread(copied.thread_lock)
+    assert list(copied.progression) == list(pile.progression)
+
+
+@pytest.mark.parametrize("how", list(COPIES))
+def test_a_copy_of_a_held_exchange_has_its_own_free_locks(how: str) -> None:
+    exchange, ids = exchange_with(2)
+    exchange.send(ids[0], ids[1], {"n": 1})
+    asyncio.run(exchange.collect(ids[0]))
+    flow = exchange.get(ids[1])
+    assert flow is not None
+    with exchange.thread_lock, flow.items.thread_lock:
+        copied = COPIES[how](exchange)
+        copied_flow = copied.get(ids[1])
+        assert free_in_another_thread(copied.thread_lock)
+        assert free_in_another_thread(copied_flow.items.thread_lock)
+        assert set(map(id, flow_locks(copied_flow))) == {id(copied.thread_lock)}
+        assert copied.thread_lock is not exchange.thread_lock
+
+
+# -- stress: many threads changing one object ------------------------------------------------------
+
+
+def test_adds_from_several_threads_lose_nothing_and_keep_every_index_right() -> None:
+    seen: list[Message] = []
+    manager = MessageManager(on_message_added=[seen.append])
+    per_thread, threads = 1500, 4
+
+    def add(number: int) -> None:
+        for count in range(per_thread):
+            manager.add_message(instruction=f"{number}-{count}")
+
+    with switching_often():
+        run_threads(threads, add)
+    order = assert_consistent(manager.messages)
+    assert len(order) == len(seen) == per_thread * threads
+    assert {message.id for message in seen} == set(order)
+
+
+def test_adding_and_removing_from_several_threads_keeps_the_pile_consistent() -> None:
+    pile: Pile[Any] = Pile()
+    kept: Counter[int] = Counter()
+
+    def churn(number: int) -> None:
+        mine = []
+        for count in range(1200):
+            item = instruction(f"{number}-{count}")
+            if count % 3 == 2:
+                pile.insert(count % 7, item)  # a move of every later slot
+            else:
+                pile.include(item)
+            mine.append(item)
+            if count % 2:
+                pile.pop(mine.pop(0).id)  # removals from the middle leave gaps, then compaction
+        kept[number] = len(mine)
+
+    with switching_often():
+        run_threads(4, churn)
+    assert_consistent(pile)
+    assert len(pile) == sum(kept.values())
+
+
+def test_sends_and_collects_from_several_threads_deliver_each_message_once() -> None:
+    exchange, ids = exchange_with(4)
+    per_thread = 400
+
+    def mail(number: int) -> None:
+        owner = ids[number]
+
+        async def main() -> None:
+            for count in range(per_thread):
+                exchange.send(owner, ids[(number + 1 + count % 3) % 4], {"from": number, "n": count})
+                if count % 50 == 49:
+                    await exchange.collect(owner)
+            await exchange.collect(owner)
+
+        asyncio.run(main())
+
+    with switching_often():
+        run_threads(4, mail)
+    received = [m for owner in ids for m in exchange.receive(owner)]
+    assert len(received) == len({m.id for m in received}) == per_thread * 4
+    assert Counter(m.content["from"] for m in received) == Counter(dict.fromkeys(range(4), per_thread))
+    assert exchange.dropped == []
+    for owner in ids:
+        flow = exchange.get(owner)
+        assert flow is not None
+        assert len(flow.outbox) == 0
+        listed = [ident for progression in flow.progressions.values() for ident in progression]
+        assert sorted(listed) == sorted(flow.items.keys())
