@@ -20,13 +20,15 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
 import pytest
 
-from lionmsg import Exchange, Flow, Instruction, Message, MessageManager, Pile, Progression, System
+from lionmsg import Branch, Exchange, Flow, Instruction, Message, MessageManager, Pile, Progression, System
 from lionmsg.runtime.threadlock import ThreadLock
+from lionmsg.store import SQLiteStore
 
 GUARD = 60.0  # seconds: a guard against a deadlock hanging the suite, not a speed bar
 GRACE = 0.05  # seconds an operation that ignored the lock would have had to finish in
@@ -124,6 +126,14 @@ MANAGER_OPERATIONS: dict[str, Callable[[MessageManager], Any]] = {
     "clear_messages": lambda m: m.clear_messages(),
     "a_add_message": lambda m: asyncio.run(m.a_add_message(instruction="late")),
     "aclear_messages": lambda m: asyncio.run(m.aclear_messages()),
+    # reads of the system and the messages together wait too: never a record naming another system
+    "system": lambda m: m.system,
+    "to_dict": lambda m: m.to_dict(),
+    "to_json": lambda m: m.to_json(),
+    "to_chat_msgs": lambda m: m.to_chat_msgs(),
+    "last_instruction": lambda m: m.last_instruction,
+    "deepcopy": copy.deepcopy,
+    "model_copy of its pile": lambda m: m.messages.model_copy(deep=True),
 }
 
 
@@ -132,7 +142,7 @@ def manager_state(manager: MessageManager) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("name", list(MANAGER_OPERATIONS))
-def test_a_manager_change_in_another_thread_waits_for_the_pile_lock(name: str) -> None:
+def test_a_manager_operation_in_another_thread_waits_for_the_pile_lock(name: str) -> None:
     manager = history()
     operation = MANAGER_OPERATIONS[name]
     result = waits_for(manager.messages.thread_lock, lambda: operation(manager), lambda: manager_state(manager))
@@ -250,6 +260,7 @@ EXCHANGE_OPERATIONS: dict[str, Callable[[Exchange, list[Any]], Any]] = {
     "collect": lambda x, ids: asyncio.run(x.collect(ids[0])),
     "collect_all": lambda x, ids: asyncio.run(x.collect_all()),
     "to_dict": lambda x, ids: x.to_dict(),
+    "deepcopy": lambda x, ids: copy.deepcopy(x),
 }
 
 
@@ -271,6 +282,7 @@ FLOW_OPERATIONS: dict[str, Callable[[Exchange, list[Any]], Any]] = {
     "progressions": lambda x, ids: x.get(ids[1]).progressions,
     "inboxes": lambda x, ids: list(x.get(ids[1]).inboxes()),
     "to_dict": lambda x, ids: x.get(ids[1]).to_dict(),
+    "get_progression": lambda x, ids: x.get(ids[1]).get_progression("outbox"),
 }
 
 
@@ -384,42 +396,22 @@ def test_an_add_cancelled_while_waiting_for_another_thread_changes_nothing_and_h
     assert [m.rendered for m in manager][-1] == "Instruction: later"
 
 
-def test_async_with_a_pile_cancelled_while_another_thread_holds_it_releases_the_loops_lock() -> None:
-    pile: Pile[Any] = Pile()
+def test_worker_threads_a_task_waits_for_inside_async_with_a_pile_are_not_kept_out() -> None:
+    # `async with pile:` holds the loop's asyncio lock only: a thread lock held across the block's
+    # awaits would keep out the very threads the block waits for (a deadlock).
+    manager = history()
 
-    async def enter() -> None:
-        async with pile:
-            raise AssertionError("entered while another thread held the pile")
+    async def main() -> list[Any]:
+        async with manager.messages:
+            return [
+                await asyncio.wait_for(asyncio.to_thread(call), GUARD)
+                for call in (manager.to_chat_msgs, manager.messages.keys, lambda: manager.add_message(instruction="w"))
+            ]
 
-    async def main() -> None:
-        with held_by_another_thread(pile.thread_lock):
-            entering = asyncio.create_task(enter())
-            assert await tick_while(entering, 5) == 5
-            entering.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await entering
-            assert not pile.lock.locked()
-        async with pile:  # both locks free again
-            pile.include(instruction("inside"))
-
-    asyncio.run(main())
-    assert len(pile) == 1
-
-
-def test_async_with_a_pile_holds_other_threads_out_until_it_ends() -> None:
-    pile: Pile[Any] = Pile()
-
-    async def main() -> None:
-        async with pile:
-            other = threading.Thread(target=lambda: pile.include(instruction("other thread")))
-            other.start()
-            other.join(GRACE)
-            assert other.is_alive()
-            assert len(pile) == 0
-        await asyncio.to_thread(other.join, GUARD)
-
-    asyncio.run(main())
-    assert [item.content.instruction for item in pile] == ["other thread"]
+    chats, keys, added = asyncio.run(main())
+    assert len(chats) == 4
+    assert len(keys) == 4
+    assert manager.messages[-1] is added
 
 
 def test_a_collect_waits_for_another_thread_without_blocking_its_loop() -> None:
@@ -560,3 +552,54 @@ def test_sends_and_collects_from_several_threads_deliver_each_message_once() -> 
         assert len(flow.outbox) == 0
         listed = [ident for progression in flow.progressions.values() for ident in progression]
         assert sorted(listed) == sorted(flow.items.keys())
+
+
+def test_flow_progressions_is_a_new_dict_each_time_so_a_delivery_cannot_change_it_while_read() -> None:
+    exchange, ids = exchange_with(3)
+    flow = exchange.get(ids[1])
+    assert flow is not None
+    before = flow.progressions
+    exchange.send(ids[0], ids[1], {"n": 1})
+    asyncio.run(exchange.collect(ids[0]))
+    assert list(before) == ["outbox"]
+    assert list(flow.progressions) == ["outbox", f"inbox_{ids[0]}"]
+    assert flow.progressions is not flow.progressions
+
+
+def test_a_branch_view_follows_adds_from_several_threads_in_history_order() -> None:
+    branch = Branch()
+    branch.msgs.add_message(instruction="first")
+    branch.metadata["current_progression"] = [message.id for message in branch.msgs]  # a list view
+
+    def add(number: int) -> None:
+        for count in range(300):
+            branch.msgs.add_message(instruction=f"{number}-{count}")
+
+    with switching_often():
+        run_threads(4, add)
+    assert list(branch.progression) == list(branch.msgs.progression)
+    assert len(branch.progression) == 1 + 4 * 300
+
+
+def test_a_store_write_waits_for_the_history_lock_without_holding_the_stores(tmp_path: Path) -> None:
+    # The history's lock first, then the store's, everywhere: a write that took the store's lock first
+    # and then waited for the history's deadlocked with an add made under the history's lock (its
+    # observer writes to the store).
+    with SQLiteStore(tmp_path / "store.db") as store:
+        manager = history()
+        attachment = store.attach(manager, "main")
+        other = history()
+        syncing = threading.Thread(target=attachment.sync)
+        with manager.messages.thread_lock:
+            syncing.start()
+            syncing.join(GRACE)
+            assert syncing.is_alive()  # waiting for the history's lock
+            # ...holding nothing of the store's: its lock is free for this thread's work
+            done = threading.Thread(target=lambda: store.attach(other, "other"))
+            done.start()
+            done.join(GUARD)
+            assert not done.is_alive()
+            manager.add_message(instruction="under the lock")  # its observer writes to the store
+        syncing.join(GUARD)
+        assert not syncing.is_alive()
+        assert [m.rendered for m in store.load("main")] == [m.rendered for m in manager]

@@ -94,47 +94,54 @@ class Branch(Element):
         """The selected view: a Progression, or a list or tuple of ids (LionAGI honours those too), kept
         as a Progression from its first use so that it follows the history; None when there is none or
         the value cannot be one (the `progression` property says why; the observers leave it alone)."""
-        view = self.metadata.get(CURRENT_PROGRESSION)
-        if isinstance(view, (list, tuple)):
-            try:
-                converted = Progression(order=view)
-            except (TypeError, ValueError):  # not ids, or an id twice: reading the view reports it
-                return None
-            view = self.metadata[CURRENT_PROGRESSION] = converted
+        with self._msgs.messages._lock:  # two threads converting one list would each keep their own
+            view = self.metadata.get(CURRENT_PROGRESSION)
+            if isinstance(view, (list, tuple)):
+                try:
+                    converted = Progression(order=view)
+                except (TypeError, ValueError):  # not ids, or an id twice: reading the view reports it
+                    return None
+                view = self.metadata[CURRENT_PROGRESSION] = converted
         return view if isinstance(view, Progression) else None
 
+    # The view follows the history under the history's thread lock: observers run after the lock is
+    # released, and threads adding at once would otherwise place their messages by positions that
+    # another thread's placement has just changed.
+
     def _track_in_view(self, message: Message) -> None:
-        view = self._view()
-        if view is None or isinstance(message, System) or message.id in view:
-            return  # a system message is placed by _keep_view_in_step
-        # Only while the history holds it: an observer before this one may have cleared it, and an
-        # observer list shared with another history calls this for that history's messages too.
-        if message.id not in self._msgs.messages:
-            return
-        # Where the history has it: observers run after the addition, so another message may have been
-        # added (and tracked) since (an observer that adds one, concurrent a_add_message calls).
-        history = self._msgs.progression
-        place = history.index(message.id)
-        slot = len(view)
-        while slot and _place_in(history, view[slot - 1]) > place:
-            slot -= 1
-        if slot == len(view):
-            view.append(message.id)
-        else:
-            view.insert(slot, message.id)
+        with self._msgs.messages._lock:
+            view = self._view()
+            if view is None or isinstance(message, System) or message.id in view:
+                return  # a system message is placed by _keep_view_in_step
+            # Only while the history holds it: an observer before this one may have cleared it, and an
+            # observer list shared with another history calls this for that history's messages too.
+            if message.id not in self._msgs.messages:
+                return
+            # Where the history has it: observers run after the addition, so another message may have
+            # been added (and tracked) since (an observer that adds one, concurrent adds).
+            history = self._msgs.progression
+            place = history.index(message.id)
+            slot = len(view)
+            while slot and _place_in(history, view[slot - 1]) > place:
+                slot -= 1
+            if slot == len(view):
+                view.append(message.id)
+            else:
+                view.insert(slot, message.id)
 
     def _keep_view_in_step(self, event: str) -> None:
-        view = self._view()
-        if view is None:
-            return
-        held = self._msgs.messages
-        gone = [ident for ident in view if ident not in held]  # a replaced system, or everything cleared
-        if gone:
-            view.exclude(gone)
-        system = self._msgs.system
-        if system is not None and (not view or view[0] != system.id):  # the current system first
-            view.exclude(system.id)
-            view.insert(0, system.id)
+        with self._msgs.messages._lock:
+            view = self._view()
+            if view is None:
+                return
+            held = self._msgs.messages
+            gone = [ident for ident in view if ident not in held]  # a replaced system, or all cleared
+            if gone:
+                view.exclude(gone)
+            system = self._msgs.system
+            if system is not None and (not view or view[0] != system.id):  # the current system first
+                view.exclude(system.id)
+                view.insert(0, system.id)
 
     @field_validator("user", mode="plain")
     @classmethod
@@ -186,8 +193,16 @@ class Branch(Element):
             f"metadata[{CURRENT_PROGRESSION!r}] must be a Progression or a list of ids, not {type(given).__name__}"
         )
 
+    def _unchecked_record(self, mode: str) -> dict[str, Any]:
+        with self._msgs.messages._lock:  # the view, the messages and the system as of one moment
+            return super()._unchecked_record(mode)
+
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
+        with self._msgs.messages._lock:
+            return self._record(handler, info)
+
+    def _record(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
         record: dict[str, Any] = handler(self)
         view = self.metadata.get(CURRENT_PROGRESSION)  # as it is: writing a record changes nothing
         metadata = record.get("metadata")  # absent when model_dump(exclude=...) leaves it out

@@ -41,7 +41,7 @@ from lionmsg.runtime.element import Element, parts_later, record_error
 from lionmsg.runtime.fastpath import assemble, message_copies
 from lionmsg.runtime.flow import Flow, inbox_name
 from lionmsg.runtime.ids import uuid_text
-from lionmsg.runtime.threadlock import ThreadLock, acquire_without_blocking_the_loop
+from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock, acquire_without_blocking_the_loop
 from lionmsg.runtime.wire import CANONICAL_UUID
 
 __all__ = [
@@ -94,7 +94,7 @@ def _text(value: Any) -> str | None:
         return str(value)
 
 
-class Exchange(Element):
+class Exchange(CopiedUnderLock, Element):
     """Mailboxes by owner id (see the module docstring for the routing rules)."""
 
     # Frozen: the drop record's deque was sized by it.
@@ -182,8 +182,11 @@ class Exchange(Element):
         return flow
 
     def get(self, owner_id: Any) -> Flow | None:
-        owner = self._known(owner_id)
-        return None if owner is None else self._flows[owner.int]
+        try:
+            owner = _owner_id(owner_id)
+        except ValueError:
+            return None
+        return self._flows.get(owner.int)  # one look-up: another thread may unregister the owner
 
     def has(self, owner_id: Any) -> bool:
         return self._known(owner_id) is not None

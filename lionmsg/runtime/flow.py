@@ -17,7 +17,7 @@ from lionmsg.runtime.element import Element, parts_later, record_error
 from lionmsg.runtime.ids import uuid_from_int, uuid_text
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import OrderedIds, Progression, to_uuid
-from lionmsg.runtime.threadlock import ThreadLock
+from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock
 from lionmsg.runtime.wire import CANONICAL_UUID
 
 __all__ = ["OUTBOX", "Flow", "inbox_name"]
@@ -143,7 +143,7 @@ class _Storage:
         return ident
 
 
-class Flow(Element):
+class Flow(CopiedUnderLock, Element):
     """A mailbox: `items` holds every message the owner has queued or received, and `progressions`
     orders them by name. Each message is in exactly one progression of the flow.
 
@@ -167,6 +167,7 @@ class Flow(Element):
         _inbox_ids: dict[str, Inbox]  # every inbox's ids, in the order the inboxes opened
         _unwrapped: dict[str, float]  # inboxes with no Progression yet, and when each opened
         _storage: _Storage  # the containers above, for the per-message paths (see _Storage)
+        _lock: ThreadLock  # the pile's (see share_lock)
 
     def __init__(
         self,
@@ -217,6 +218,7 @@ class Flow(Element):
             object.__setattr__(self, name, value)
         storage = _Storage(pile, named[OUTBOX]._ids, state["_inbox_ids"], state["_unwrapped"])
         object.__setattr__(self, "_storage", storage)
+        object.__setattr__(self, "_lock", lock)
 
     @field_validator("name")
     @classmethod
@@ -232,10 +234,12 @@ class Flow(Element):
 
     @property
     def progressions(self) -> dict[str, Progression]:
-        """Progressions by name (a read-only view is up to the caller: change mail through the Exchange)."""
+        """Progressions by name: a new dict each time (the outbox first, then the inboxes in the order
+        they opened), so that a delivery in another thread cannot change it while it is read. The
+        Progressions are the flow's own: change mail through the Exchange, not through them."""
         with self._storage.lock:
             self._wrap_inboxes()
-        return self._progressions
+            return dict(self._progressions)
 
     @property
     def outbox(self) -> Progression:
@@ -263,10 +267,7 @@ class Flow(Element):
         return f"Flow(items={len(self._items)}, progressions={len(self._progressions) + len(self._unwrapped)}{name})"
 
     def inboxes(self) -> Iterator[tuple[str, Progression]]:
-        with self._storage.lock:
-            self._wrap_inboxes()
-            listed = [(name, p) for name, p in self._progressions.items() if name != OUTBOX]
-        return iter(listed)
+        return ((name, p) for name, p in self.progressions.items() if name != OUTBOX)
 
     def queue(self, message: Message) -> None:
         """Put an outgoing message in the outbox (ValueError, nothing changed, if the flow holds it)."""
@@ -295,6 +296,7 @@ class Flow(Element):
         for progression in self._progressions.values():
             object.__setattr__(progression, "_lock", lock)
         self._storage.lock = lock
+        object.__setattr__(self, "_lock", lock)
 
     def inbox(self, sender: Any) -> list[Message]:
         name = inbox_name(sender)

@@ -123,9 +123,10 @@ class MessageManager:
         out, or moved from index 0, is no longer the system (`set_system` puts one back at index 0).
         Set it with `set_system` (there is no assignment)."""
         messages = self.messages
-        if not messages:
-            return None
-        first = messages[0]
+        with messages._lock:  # another thread may empty the history between the test and the look-up
+            if not messages:
+                return None
+            first = messages[0]
         return first if isinstance(first, System) else None
 
     def set_system(self, system: System) -> None:
@@ -317,10 +318,12 @@ class MessageManager:
         return self._last(Instruction)  # type: ignore[return-value]
 
     def _last(self, kind: type[Message]) -> Message | None:
-        for ident in reversed(self.progression):
-            message = self.messages[ident]
-            if type(message) is kind:
-                return message
+        messages = self.messages
+        with messages._lock:
+            for ident in reversed(messages.progression):
+                message = messages[ident]
+                if type(message) is kind:
+                    return message
         return None
 
     # -- projection --------------------------------------------------------------------------------
@@ -331,11 +334,13 @@ class MessageManager:
         to no message, or a message that cannot render, raises ValueError."""
         if isinstance(progression, list) and not progression:
             return []
-        order = progression if progression else self.progression
-        try:
-            return [_chat_msg(self.messages[ref]) for ref in order]
-        except Exception as exc:
-            raise ValueError(INVALID_PROGRESSION) from exc
+        messages = self.messages
+        with messages._lock:  # the messages as of one moment, the order given or the history's own
+            order = progression if progression else messages.progression
+            try:
+                return [_chat_msg(messages[ref]) for ref in order]
+            except Exception as exc:
+                raise ValueError(INVALID_PROGRESSION) from exc
 
     # -- container protocol and records ------------------------------------------------------------
 
@@ -361,12 +366,13 @@ class MessageManager:
     def to_dict(self) -> dict[str, Any]:
         """The history as a record: the messages (a pile record, in order) and the system's id. A NaN
         or infinity in a message is a ValueError naming where it is in this record."""
-        refuse_misplaced_system(self)
-        system = self.system
-        try:
-            messages = self.messages._unchecked_record("json")
-        except RecursionError:
-            raise ValueError(UNWRITABLE_DEPTH) from None
+        with self.messages._lock:  # the system and the messages as of one moment
+            refuse_misplaced_system(self)
+            system = self.system
+            try:
+                messages = self.messages._unchecked_record("json")
+            except RecursionError:
+                raise ValueError(UNWRITABLE_DEPTH) from None
         record = {
             "messages": messages,
             "system": None if system is None else str(system.id),

@@ -13,7 +13,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from lionmsg.runtime.element import Element, element_class, parts_later, record_error
 from lionmsg.runtime.progression import Progression, to_uuid
-from lionmsg.runtime.threadlock import ThreadLock, acquire_without_blocking_the_loop
+from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -24,7 +24,7 @@ T = TypeVar("T", bound=Element)
 _MISSING: Any = object()
 
 
-class Pile(Element, Generic[T]):
+class Pile(CopiedUnderLock, Element, Generic[T]):
     """Elements by UUID, in the order of `progression`.
 
     `item_type` (a class or several) restricts what the pile accepts: instances of those classes, or with
@@ -34,7 +34,7 @@ class Pile(Element, Generic[T]):
     Threads: every change, and every read that combines the items with their order, holds `thread_lock`
     (re-entrant; its progression's lock, so a change made through the progression excludes them too);
     `ref in pile` and `pile[id]` are one dict look-up each and take no lock. `async with pile:` holds the
-    pile's asyncio lock for the running loop (`lock`), then `thread_lock`.
+    pile's asyncio lock for the running loop (`lock`), which excludes that loop's tasks only.
     """
 
     # Frozen, as in LionAGI: the admitted-class cache and the items already held follow it.
@@ -121,8 +121,7 @@ class Pile(Element, Generic[T]):
         return bool(self._items)
 
     def __iter__(self) -> Iterator[T]:  # type: ignore[override]
-        items = self._items
-        return (items[ident.int] for ident in self._progression)
+        return iter(self.values())  # the items as of now: another thread's removal cannot break it
 
     def __contains__(self, ref: Any) -> bool:
         if type(ref) is UUID:  # the common case first: one dict look-up
@@ -138,8 +137,9 @@ class Pile(Element, Generic[T]):
         return list(self._progression)
 
     def values(self) -> list[T]:
+        items = self._items
         with self._lock:
-            return list(self)
+            return [items[ident.int] for ident in self._progression._ids]
 
     def items(self) -> list[tuple[UUID, T]]:
         items = self._items
@@ -424,22 +424,17 @@ class Pile(Element, Generic[T]):
 
     @property
     def async_lock(self) -> asyncio.Lock:
-        """`lock` by LionAGI's name for it: it excludes the tasks of the running loop only (`async with
-        pile:` holds it and `thread_lock`)."""
+        """`lock` by LionAGI's name for it: it excludes the tasks of the running loop only."""
         return self.lock
 
     async def __aenter__(self) -> Self:
-        lock = self.lock
-        await lock.acquire()
-        try:
-            await acquire_without_blocking_the_loop(self._lock)
-        except BaseException:  # cancelled while another thread held the pile: hold nothing
-            lock.release()
-            raise
+        # The asyncio lock only: a thread lock held across the block's awaits would keep out the worker
+        # threads the block itself may wait for (`asyncio.to_thread`), and every thread while its loop
+        # is not running (README: threads).
+        await self.lock.acquire()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self._lock.release()
         self.lock.release()
 
     # -- records -----------------------------------------------------------------------------------

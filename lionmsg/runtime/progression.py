@@ -20,7 +20,7 @@ from pydantic import SerializationInfo, SerializerFunctionWrapHandler, computed_
 from lionmsg.runtime.element import Element, UuidText, record_error
 from lionmsg.runtime.fastpath import trusted_instance
 from lionmsg.runtime.ids import new_uuid4, uuid_text
-from lionmsg.runtime.threadlock import ThreadLock
+from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock
 from lionmsg.runtime.wire import CANONICAL_UUID
 
 if TYPE_CHECKING:
@@ -332,7 +332,7 @@ class OrderSnapshot(list[UUID]):
         return list(self)  # UUIDs are immutable: a deep copy shares them
 
 
-class Progression(Element):
+class Progression(CopiedUnderLock, Element):
     """An ordered set of UUIDs with a name. Elements given where an id is expected stand for their ids.
 
     Reading and changing methods are those of `OrderedIds`; equality is by name and order (not id),
@@ -367,20 +367,20 @@ class Progression(Element):
     def empty(cls, name: str | None = None) -> Self:
         """A new empty progression: `Progression(name=name)` without pydantic's validation, which costs
         more than the rest of a delivery when an Exchange opens an inbox."""
-        return cls.over(OrderedIds(), name, time.time(), ThreadLock())
+        return cls.over(OrderedIds(), name, time.time())
 
     @classmethod
-    def over(cls, ids: OrderedIds, name: str | None, created_at: float, lock: ThreadLock) -> Self:
-        """A new progression whose order is `ids` itself (shared, not copied), guarded by `lock`: a Flow
-        keeps an inbox as bare ids under its pile's lock and gives it a Progression only when someone
-        asks for one."""
+    def over(cls, ids: OrderedIds, name: str | None, created_at: float, lock: ThreadLock | None = None) -> Self:
+        """A new progression whose order is `ids` itself (shared, not copied), guarded by `lock` (a new
+        one by default): a Flow keeps an inbox as bare ids under its pile's lock and gives it a
+        Progression only when someone asks for one."""
         if cls is not Progression:  # a subclass may add fields: let pydantic fill them in
             progression = cls(name=name, created_at=created_at)
         else:
             values = {"id": new_uuid4(), "created_at": created_at, "metadata": {}, "name": name}
             progression = trusted_instance(cls, values, {"name"})
         object.__setattr__(progression, "_ids", ids)
-        object.__setattr__(progression, "_lock", lock)
+        object.__setattr__(progression, "_lock", ThreadLock() if lock is None else lock)
         return progression
 
     @computed_field  # type: ignore[prop-decorator]

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import _thread
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["ThreadLock", "acquire_without_blocking_the_loop"]
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
-# How long a task waits between tries while another thread holds a lock it needs: short, since the
-# library holds its locks for microseconds; only code that holds `thread_lock` itself keeps them longer.
-_RETRY_SECONDS = 0.0005
+__all__ = ["CopiedUnderLock", "ThreadLock", "acquire_without_blocking_the_loop"]
+
+# How long a task blocks its loop, at most, in one try for a lock another thread holds: the library
+# holds its locks for microseconds; only code that holds `thread_lock` itself keeps them longer.
+_SLICE_SECONDS = 0.001
 
 
 class ThreadLock(_thread.RLock):  # type: ignore[misc]  # typeshed marks the C type final; it is subclassable
@@ -35,7 +38,21 @@ class ThreadLock(_thread.RLock):  # type: ignore[misc]  # typeshed marks the C t
 
 
 async def acquire_without_blocking_the_loop(lock: ThreadLock) -> None:
-    """Take `lock` from a task: at once when free (or held by this thread), else by retrying, so that
-    the other tasks of the loop run while another thread holds it (blocking would stop them all)."""
-    while not lock.acquire(False):
-        await asyncio.sleep(_RETRY_SECONDS)
+    """Take `lock` from a task: at once when free (or held by this thread), else in slices of at most a
+    millisecond, letting the loop's other tasks run between them (blocking until it is free would stop
+    them all). Each slice waits in the lock's own queue: polling with a sleep between tries lost the lock
+    to a thread taking it in a loop for most of a second at a time."""
+    while not lock.acquire(True, _SLICE_SECONDS):
+        await asyncio.sleep(0)
+
+
+class CopiedUnderLock:
+    """Mixin for a pydantic model with a `_lock`: `copy.deepcopy` and `model_copy(deep=True)` hold it,
+    so that a copy never catches another thread's change half made (pickling does not: README)."""
+
+    if TYPE_CHECKING:
+        _lock: ThreadLock
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        with self._lock:
+            return super().__deepcopy__(memo)  # type: ignore[misc, no-any-return]  # pydantic's BaseModel

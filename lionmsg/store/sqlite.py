@@ -116,7 +116,8 @@ class Attachment:
     def sync(self) -> None:
         """Rewrite the stored branch from the manager now (after changes made behind its back).
         StoreError once detached: the branch id may hold another history by then."""
-        with self.store._lock:  # so that a detach or close cannot come between the check and the write
+        # So that a detach or close cannot come between the check and the write; in _write's order.
+        with self.manager.messages.thread_lock, self.store._lock:
             if not self.attached:
                 raise StoreError(f"store {self.store.path!r}: branch {self.branch_id!r} is detached: nothing to sync")
             self.store._write(self, "the history", None)
@@ -224,7 +225,7 @@ class SQLiteStore:
         if not isinstance(manager, MessageManager):
             raise TypeError(f"attach takes a MessageManager or a Branch, got {type(history).__name__}")
         key = _branch_key(branch_id)
-        with self._lock:
+        with manager.messages.thread_lock, self._lock:  # in _write's order: the history's lock first
             self._open()
             if self.read_only:
                 raise StoreError(f"store {self.path!r} is open read-only: nothing can be attached")
@@ -280,6 +281,12 @@ class SQLiteStore:
     # -- writing (called by attachments) -----------------------------------------------------------
 
     def _message_added(self, attachment: Attachment, message: Message) -> None:
+        # What is written is read under the history's lock, as _write's check is: another thread may
+        # take the message out meanwhile (a clear), and it must then be written as gone, not fail.
+        with attachment.manager.messages.thread_lock:
+            self._write_added(attachment, message)
+
+    def _write_added(self, attachment: Attachment, message: Message) -> None:
         manager = attachment.manager
         current = manager.messages.get(message.id)
         if current is None or not attachment.attached:
@@ -300,6 +307,10 @@ class SQLiteStore:
         self._write(attachment, f"message {current.id}", write)
 
     def _history_changed(self, attachment: Attachment, event: HistoryEvent) -> None:
+        with attachment.manager.messages.thread_lock:  # the system read with the rest (_message_added)
+            self._write_history_change(attachment, event)
+
+    def _write_history_change(self, attachment: Attachment, event: HistoryEvent) -> None:
         if not attachment.attached:
             return
         manager, key = attachment.manager, attachment.branch_id
@@ -319,7 +330,9 @@ class SQLiteStore:
         rolls it back and marks the attachment stale; SQLite's errors are raised as StoreError
         (CorruptStoreError for a damaged file), a record that cannot be written as
         UnwritableRecordError (see _record)."""
-        with self._lock:
+        # The history's thread lock first, then the store's, in that order everywhere: a write reads the
+        # history, and observers and listeners may run while a caller holds the history's lock.
+        with attachment.manager.messages.thread_lock, self._lock:
             # Detached meanwhile (by another thread's detach() or close()) before this write took the
             # lock: skipped, what is stored stays, and a closed store is no error here.
             if not attachment.attached:
