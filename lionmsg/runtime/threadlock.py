@@ -3,7 +3,8 @@
 A re-entrant lock, as LionAGI's Pile takes: a pile's methods call each other, and a manager holds its
 pile's lock around a whole change (build, add or replace, the system message's move) while the pile's
 own methods take it again. Copies and unpickled objects get a lock of their own: a lock can be
-neither copied nor pickled, and a copy is another object that no thread holds.
+neither copied nor pickled, and a copy is another object that no thread holds. Also here: how a task
+waits for such a lock without stopping its event loop, and the mixin that deep-copies under it.
 """
 
 from __future__ import annotations
