@@ -1,8 +1,8 @@
 """Threads sharing a manager, a pile, a progression or an Exchange (README "Threads and event loops").
 
 Every change, and every read that combines a pile's items with their order, holds the pile's re-entrant
-`thread_lock` (its progression's lock too); an Exchange's registering, sending, collecting and record
-writing hold its own, and each flow is changed under its pile's. The exclusion tests hold a lock in this
+`thread_lock` (its progression's lock too); an Exchange's registering, sending, collecting, mailbox
+reads and record writing hold its own, which every flow it holds shares. The exclusion tests hold a lock in this
 thread and check that an operation started in another thread waits for it, changing nothing meanwhile;
 the stress tests let several threads change one object at a tiny switch interval and check that nothing
 is lost or left inconsistent (before the locks, a Progression's slot index went wrong in a few runs of
@@ -249,10 +249,6 @@ def exchange_with(owners: int) -> tuple[Exchange, list[Any]]:
     return exchange, ids
 
 
-def exchange_state(exchange: Exchange) -> Any:
-    return exchange.to_dict()
-
-
 EXCHANGE_OPERATIONS: dict[str, Callable[[Exchange, list[Any]], Any]] = {
     "send": lambda x, ids: x.send(ids[0], ids[1], {"n": 1}),
     "register": lambda x, ids: x.register(uuid4()),
@@ -270,7 +266,7 @@ def test_an_exchange_operation_in_another_thread_waits_for_its_lock(name: str) -
     exchange.send(ids[0], ids[1], {"queued": True})
     exchange.send(ids[0], None, {"queued": "to all"})
     operation = EXCHANGE_OPERATIONS[name]
-    result = waits_for(exchange.thread_lock, lambda: operation(exchange, ids), lambda: exchange_state(exchange))
+    result = waits_for(exchange.thread_lock, lambda: operation(exchange, ids), exchange.to_dict)
     assert not isinstance(result, BaseException)
 
 
