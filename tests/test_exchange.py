@@ -672,6 +672,30 @@ def test_a_flow_over_a_pile_of_any_element_still_refuses_what_is_no_message(path
     assert [m.content for m in exchange.receive(b, a)] == ["important"]
 
 
+@pytest.mark.parametrize("path", ["queue", "deliver"])
+def test_a_flow_refuses_an_element_class_its_pile_admitted_before_the_flow_took_it(path: str) -> None:
+    # The pile's admitted-class cache knows Progression from before: the flow must not take that for
+    # "a message class" (it did, and a later collect then lost the whole outbox to an AttributeError).
+    a, b = uuid4(), uuid4()
+    pile: Pile[Any] = Pile()
+    earlier = Progression()
+    pile.include(earlier)
+    pile.pop(earlier.id)
+    exchange = Exchange(flows=[Flow(name=str(a), items=pile), Flow(name=str(b))])
+    exchange.send(a, b, "important")
+    flow = exchange.get(a)
+    assert flow is not None
+    before = flow_state(flow)
+    stray: Any = Progression()
+    put = flow.queue if path == "queue" else lambda item: flow.deliver(item, b)
+    with pytest.raises(TypeError, match=r"^a flow holds messages only, not Progression$"):
+        put(stray)
+    assert flow_state(flow) == before
+    assert asyncio.run(exchange.collect(a)) == 1
+    assert [m.content for m in exchange.receive(b, a)] == ["important"]
+    assert exchange.dropped == []
+
+
 def test_a_role_or_element_sender_names_one_inbox_for_the_flow_and_the_exchange() -> None:
     exchange = Exchange()
     (b,) = owners(exchange, 1)

@@ -63,13 +63,15 @@ class _Storage:
     Every attribute read on a pydantic model goes through the slot that BaseModel's `__getattr__`
     installs (about 65 ns in CPython 3.11, against 12 ns on a plain object; the interpreter never
     specialises it), and filing one delivery read seven of them. This plain slots object holds the same
-    containers, so those paths read the model once. Nothing is copied: they are the pile's dict, order,
-    admitted-class cache and thread lock, the outbox's ids and the inbox tables, none of which is replaced
-    after the flow is built. The caller holds the lock (the whole flow's: see Flow): an Exchange holds
-    it around a whole send or collect (it is the Exchange's lock), and a Flow's own methods take it.
+    containers, so those paths read the model once. Nothing is copied: they are the pile's dict, order
+    and thread lock, the outbox's ids and the inbox tables, none of which is replaced after the flow is
+    built. `message_classes` is the flow's own: the message classes it has stored (the pile's
+    admitted-class cache may also know other elements' classes, from before the flow took the pile, and a
+    flow refuses those). The caller holds the lock (the whole flow's: see Flow): an Exchange holds it
+    around a whole send or collect (it is the Exchange's lock), and a Flow's own methods take it.
     """
 
-    __slots__ = ("admitted", "inboxes", "lock", "order", "outbox", "pile", "stored", "unwrapped")
+    __slots__ = ("inboxes", "lock", "message_classes", "order", "outbox", "pile", "stored", "unwrapped")
 
     def __init__(
         self, pile: Pile[Message], outbox: OrderedIds, inboxes: dict[str, Inbox], unwrapped: dict[str, float]
@@ -77,7 +79,7 @@ class _Storage:
         self.pile = pile
         self.stored = pile._items
         self.order = pile._progression._ids
-        self.admitted = pile._admitted
+        self.message_classes: set[type] = set()
         self.lock = pile._lock
         self.outbox = outbox
         self.inboxes = inboxes
@@ -125,21 +127,23 @@ class _Storage:
     def _store(self, message: Message) -> UUID:
         """Add a message new to the flow to its pile; its id. ValueError, changing nothing, when the flow
         holds that id already (each message is in exactly one of the flow's progressions)."""
-        admitted = self.admitted.get(type(message))
-        if not admitted and not isinstance(message, Message):  # (a pile may admit any element) never routable
-            raise TypeError(f"a flow holds messages only, not {type(message).__name__}")
+        kind = type(message)
+        known = kind in self.message_classes
+        if not known and not isinstance(message, Message):  # (a pile may admit any element) never routable
+            raise TypeError(f"a flow holds messages only, not {kind.__name__}")
         ident = message.id
         key = ident.int
         stored = self.stored
         if key in stored:
             raise ValueError(f"{ident} is already in this flow")
-        if admitted:  # `pile.include` spelled out: it reads the model's attributes
+        if known:  # `pile.include` spelled out: it reads the model's attributes
             order = self.order  # an id the pile lacks is not in its order either
             order._slot_of[key] = len(order._slots)
             order._slots.append(ident)
             stored[key] = message
-        else:  # a class the pile has not seen yet: it checks (TypeError if not admitted) and adds
+        else:  # a message class this flow has not stored yet: the pile checks it (TypeError if not admitted)
             self.pile.include(message)
+            self.message_classes.add(kind)
         return ident
 
 
