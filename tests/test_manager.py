@@ -11,7 +11,7 @@ import sys
 import threading
 import typing
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import uuid4
 
@@ -388,11 +388,48 @@ def test_a_failing_history_listener_and_a_failing_observer_are_raised_together(p
     assert kinds(manager) == ["System"]
 
 
-def test_an_async_history_listener_is_an_error_naming_the_method() -> None:
+async def _async_listener(event: str) -> None:
+    await asyncio.sleep(0)  # a real async listener would write somewhere
+
+
+class _AsyncCallable:
+    async def __call__(self, event: str) -> None:
+        await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("listener", [_async_listener, _AsyncCallable()])
+@pytest.mark.parametrize(
+    ("change", "method"),
+    [
+        (lambda manager: manager.clear_messages(), "clear_messages"),
+        (lambda manager: asyncio.run(manager.aclear_messages()), "clear_messages"),
+        (lambda manager: manager.set_system(System(content={"system_message": "new"})), "set_system"),
+        (lambda manager: manager.add_message(system="new"), "set_system"),
+        (lambda manager: asyncio.run(manager.a_add_message(system="new")), "set_system"),
+    ],
+)
+def test_an_async_history_listener_is_refused_before_anything_changes(
+    listener: Any, change: Callable[[MessageManager], Any], method: str
+) -> None:
+    manager = MessageManager(system=System(content={"system_message": "old"}))
+    manager.add_message(instruction="kept")
+    seen: list[Message] = []
+    manager.on_message_added.append(seen.append)
+    manager.on_history_changed.append(listener)
+    before = snapshot(manager)
+    message = f"^on_history_changed callback .* is async and cannot run on the sync {method} path: it must be a"
+    with pytest.raises(TypeError, match=message):
+        change(manager)
+    assert snapshot(manager) == before
+    assert seen == []
+
+
+def test_a_history_listener_returning_an_awaitable_is_an_error_naming_the_method() -> None:
+    # A plain function returning a coroutine cannot be told apart before it runs: it is found after.
     manager = MessageManager()
 
-    async def listener(event: str) -> None:
-        await asyncio.sleep(0)  # a real async listener would write somewhere
+    def listener(event: str) -> Any:
+        return _async_listener(event)
 
     manager.on_history_changed.append(listener)
     message = "on_history_changed callback .* returned an awaitable on the sync clear_messages path: it must be"

@@ -66,6 +66,17 @@ def sync_preflight(callbacks: Sequence[MessageCallback]) -> None:
             )
 
 
+def history_preflight(listeners: Sequence[Callable[[Any], Any]], path: str) -> None:
+    """History listeners run on sync paths only (`path` names the method): an async one is refused
+    before the change it would be told of, as the sync `add_message` refuses async observers."""
+    for listener in listeners:
+        if is_async_callback(listener):
+            raise TypeError(
+                f"on_history_changed callback {listener!r} is async and cannot run on the sync {path} path: "
+                "it must be a plain function"
+            )
+
+
 def run_sync_callbacks(
     callbacks: Sequence[MessageCallback], message: Any, hook: str = "on_message_added", path: str = "add_message"
 ) -> None:

@@ -22,6 +22,7 @@ from lionmsg.generated.messages import (
 from lionmsg.runtime.callbacks import (
     STOPPING,
     MessageCallback,
+    history_preflight,
     run_async_callbacks,
     run_sync_callbacks,
     sync_preflight,
@@ -69,11 +70,12 @@ class MessageManager:
     changes to a history: each is called with `"system"` after `set_system` returns (the system message
     set, replaced or updated in place, `add_message(system=...)` included) and with `"clear"` after
     `clear_messages` returns (`aclear_messages` included). A call that raises changed nothing and is not
-    reported. Listeners run like sync observers: all of them, in order, failures raised after. When
-    `add_message(system=...)` (or `a_add_message`) sets the system message, its observers still run if a
-    listener failed; the listeners' failure is raised after them, alone or, when observers failed too,
-    with theirs in one `BaseExceptionGroup("add_message hooks failed", [listeners', observers'])`
-    (`"a_add_message hooks failed"` on the async path).
+    reported. Listeners run like sync observers: all of them, in order, failures raised after; an async
+    one is refused (TypeError) before anything changes. When `add_message(system=...)` (or
+    `a_add_message`) sets the system message, its observers still run if a listener failed; the
+    listeners' failure is raised after them, alone or, when observers failed too, with theirs in one
+    `BaseExceptionGroup("add_message hooks failed", [listeners', observers'])` (`"a_add_message hooks
+    failed"` on the async path).
     """
 
     def __init__(
@@ -134,6 +136,7 @@ class MessageManager:
         the current one (which leaves the history), the current one is updated in place."""
         if not isinstance(system, System):
             raise ValueError("System message must be a System instance.")
+        self._refuse_async_listeners("system")
         with self.messages.thread_lock:
             if self._latest_change_began is not None:
                 self._latest_change_began = changes_made(self.messages)
@@ -155,6 +158,7 @@ class MessageManager:
 
     def clear_messages(self) -> None:
         """Empty the history, keeping only the system message (at index 0)."""
+        self._refuse_async_listeners("clear")
         with self.messages.thread_lock:
             if self._latest_change_began is not None:
                 self._latest_change_began = changes_made(self.messages)
@@ -163,6 +167,10 @@ class MessageManager:
             if system is not None:
                 self.messages.include(system)
         self._history_changed("clear")
+
+    def _refuse_async_listeners(self, event: HistoryEvent) -> None:
+        if self.on_history_changed:
+            history_preflight(self.on_history_changed, _EVENT_METHODS[event])
 
     def _history_changed(self, event: HistoryEvent) -> None:
         if self.on_history_changed:
@@ -264,6 +272,7 @@ class MessageManager:
         pop = arguments.pop
         message = build_message(arguments, pop("sender", None), pop("recipient", None), pop("metadata", None))
         if isinstance(message, System):
+            self._refuse_async_listeners("system")  # built, not stored yet: refused, it changes nothing
             self._install_system(message)
             return message, True
         pile._update_holding_lock(message)  # add-or-replace: a present id keeps its index
