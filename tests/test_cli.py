@@ -696,6 +696,24 @@ def _script(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> s
     )
 
 
+def test_python_dash_m_lionmsg_is_the_command_with_its_exit_status() -> None:
+    listed = subprocess.run(
+        [sys.executable, "-m", "lionmsg", "schema", "--list"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout == _script("schema", "--list").stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "lionmsg", "validate", "no-such-file.json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+    assert missing.returncode == 2
+    assert "no-such-file.json" in missing.stderr
+
+
 def test_console_script_validates_the_corpus() -> None:
     done = _script("validate", *map(rel, VALID))
     assert (done.returncode, done.stdout, done.stderr) == (0, summary(len(VALID), 0), "")

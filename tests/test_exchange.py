@@ -950,6 +950,18 @@ def test_a_drop_entry_given_to_the_constructor_is_checked_as_a_record_is() -> No
     assert Exchange.from_dict(Exchange(dropped=[good]).to_dict()).dropped == [good]
 
 
+@pytest.mark.parametrize("at", [float("nan"), float("inf"), float("-inf"), True])
+def test_a_drop_entry_at_no_finite_time_is_refused_on_the_way_in(at: Any) -> None:
+    """JSON cannot write NaN or an infinity: taken in, such an entry made every later to_dict raise."""
+    entry = {"message_id": str(uuid4()), "sender": None, "recipient": "nobody", "reason": DROP_NOT_AN_OWNER, "at": at}
+    with pytest.raises(ValueError, match=r"^a drop record entry has DroppedMail's fields: .* `at` a finite number$"):
+        Exchange(dropped=[entry])
+    with pytest.raises(ValueError, match=r"^a drop record entry has DroppedMail's fields"):
+        Exchange(dropped=[DroppedMail(**entry)])
+    with pytest.raises(ValidationError, match="dropped must be a list of drop records"):
+        Exchange.from_dict({**Exchange().to_dict(), "dropped": [entry]})
+
+
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [

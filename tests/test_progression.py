@@ -610,11 +610,15 @@ def test_empty_round_trip() -> None:
     assert loaded.id == p.id
 
 
-def test_from_dict_with_duplicate_order_is_rejected() -> None:
+@pytest.mark.parametrize("again", [str(uid(1)), str(uid(1)).upper(), uid(1)])
+def test_from_dict_with_duplicate_order_is_rejected_naming_the_order(again: Any) -> None:
     record = Progression(ids(1, 2)).to_dict()
-    record["order"] = [str(uid(1)), str(uid(2)), str(uid(1))]
-    with pytest.raises(ValidationError, match="each id once"):
+    record["order"] = [str(uid(1)), str(uid(2)), again]  # the same UUID, however spelled
+    before = copy.deepcopy(record)
+    with pytest.raises(ValidationError, match="a progression holds each id once: the order has duplicates") as caught:
         Progression.from_dict(record)
+    assert caught.value.errors()[0]["loc"] == ("order",)
+    assert record == before
 
 
 @pytest.mark.parametrize("bad", ["nope", 5, uid(2).hex, str(uid(2)).upper().replace("-", ""), f"{{{uid(2)}}}"])

@@ -508,7 +508,7 @@ def test_a_timeout_past_what_sqlite_counts_waits_as_long_as_it_can(path: Path) -
         assert store._open().execute("PRAGMA busy_timeout").fetchone() == (250,)
 
 
-@pytest.mark.parametrize("timeout", [float("nan"), -1, "5"])
+@pytest.mark.parametrize("timeout", [float("nan"), -1, "5", True, False])
 def test_a_timeout_that_is_no_number_of_seconds_is_a_value_error_and_creates_nothing(path: Path, timeout: Any) -> None:
     with pytest.raises(ValueError, match=r"^timeout must be a number of seconds >= 0, got "):
         SQLiteStore(path, timeout=timeout)

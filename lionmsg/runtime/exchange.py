@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import sys
 import time
 from collections import Counter, deque
@@ -409,9 +410,13 @@ def _is_drop_record(item: Any) -> bool:
         and all(item[key] is None or isinstance(item[key], str) for key in ("sender", "recipient"))
         and isinstance(item["reason"], str)
         and isinstance(item.get("detail", ""), str)
-        and isinstance(item.get("at", 0.0), (int, float))
-        and not isinstance(item.get("at", 0.0), bool)
+        and _is_finite_number(item.get("at", 0.0))
     )
+
+
+def _is_finite_number(value: Any) -> bool:
+    """A JSON number: an int or a finite float (NaN and the infinities cannot be written), not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _drop_entry(item: Any) -> DroppedMail:
@@ -420,7 +425,7 @@ def _drop_entry(item: Any) -> DroppedMail:
     if isinstance(item, DroppedMail):
         item = asdict(item)
     if not _is_drop_record(item):
-        wanted = "ids, owners and texts as strings, `at` a number"
+        wanted = "ids, owners and texts as strings, `at` a finite number"
         raise ValueError(f"a drop record entry has DroppedMail's fields: {wanted}")
     return DroppedMail(**item)
 

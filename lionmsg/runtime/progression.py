@@ -362,6 +362,9 @@ class Progression(CopiedUnderLock, Element):
             type(order) is list and all(type(ref) is UUID or (type(ref) is str and _canonical(ref)) for ref in order)
         ):
             raise record_error(cls, ("order",), "order must be a list of UUIDs in canonical 8-4-4-4-12 form", order)
+        distinct = {ref.int if type(ref) is UUID else int(ref.replace("-", ""), 16) for ref in order or ()}
+        if len(distinct) < len(order or ()):  # the same UUID, however spelled
+            raise record_error(cls, ("order",), "a progression holds each id once: the order has duplicates", order)
 
     @classmethod
     def empty(cls, name: str | None = None) -> Self:

@@ -145,7 +145,8 @@ class SQLiteStore:
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
-        if not isinstance(timeout, (int, float)) or not timeout >= 0:  # NaN fails `>=` too
+        # NaN fails `>=` too; a bool is no number of seconds (True would be one)
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout >= 0:
             raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
         self.path = os.fspath(path)
         self.read_only = read_only
