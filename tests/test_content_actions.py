@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from lionmsg import ActionRequest, ActionRequestContent, ActionResponse, ActionResponseContent, Message
+from lionmsg import (
+    ActionRequest,
+    ActionRequestContent,
+    ActionResponse,
+    ActionResponseContent,
+    Message,
+    MessageManager,
+)
 from tests.conftest import fields_of
 
 
@@ -56,6 +63,25 @@ def test_arguments_are_copied() -> None:
     source["q"]["nested"].append(2)
     source["extra"] = 1
     assert request.arguments == {"q": {"nested": [1]}}
+
+
+def test_the_typed_constructors_copy_what_they_are_given_all_the_way_down() -> None:
+    arguments: dict[str, Any] = {"q": {"nested": [1]}}
+    output: dict[str, Any] = {"rows": [{"id": 1}]}
+    request = ActionRequestContent(function="f", arguments=arguments)
+    response = ActionResponseContent(function="f", arguments=arguments, output=output)
+    manager = MessageManager()
+    added = manager.add_message(
+        action_request=ActionRequest(content=ActionRequestContent(function="f", arguments=arguments))
+    )
+    arguments["q"]["nested"].append(2)
+    arguments["extra"] = 1
+    output["rows"][0]["id"] = 99
+    assert request.arguments == {"q": {"nested": [1]}}
+    assert response.arguments == {"q": {"nested": [1]}}
+    assert response.output == {"rows": [{"id": 1}]}
+    assert added.content.arguments == {"q": {"nested": [1]}}
+    assert manager.messages[added.id].content.arguments == {"q": {"nested": [1]}}
 
 
 FUZZY = [

@@ -48,6 +48,21 @@ def test_context_list_is_copied() -> None:
     assert content.prompt_context == [1]
 
 
+def test_the_constructor_copies_context_tool_schemas_and_response_format_all_the_way_down() -> None:
+    context: list[Any] = [{"doc": {"pages": [1]}}]
+    schemas: list[Any] = [{"name": "search", "parameters": {"required": ["q"]}}]
+    response_format: dict[str, Any] = {"answer": {"type": "string"}}
+    content = InstructionContent(
+        instruction="i", prompt_context=context, tool_schemas=schemas, response_format=response_format
+    )
+    context[0]["doc"]["pages"].append(2)
+    schemas[0]["parameters"]["required"].append("n")
+    response_format["answer"]["type"] = "number"
+    assert content.prompt_context == [{"doc": {"pages": [1]}}]
+    assert content.tool_schemas == [{"name": "search", "parameters": {"required": ["q"]}}]
+    assert content.response_format == {"answer": {"type": "string"}}
+
+
 def test_handle_context_extend_and_replace() -> None:
     both = {"prompt_context": ["old"], "context": "new"}
     assert InstructionContent.from_dict(both).prompt_context == ["old", "new"]

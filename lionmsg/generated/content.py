@@ -37,7 +37,8 @@ class ActionRequestContent(ActionRequestBehaviour):
     )
     _PLAIN_FIELDS: ClassVar[frozenset[str]] = frozenset({})
 
-    def __post_init__(self) -> None:
+    def _normalize_and_check(self) -> None:
+        # What construction runs once the fields are the content's own: see _from_owned.
         self._normalize()
         if not isinstance(self.function, str):
             raise RecordFieldError(
@@ -66,6 +67,12 @@ class ActionRequestContent(ActionRequestBehaviour):
                 "ActionRequestContent.action_response_id must be a string matching ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$ or null",
                 self.action_response_id,
             )
+
+    def __post_init__(self) -> None:
+        # The caller's lists and dicts stay the caller's (ADR D2: arguments are copied): changing them
+        # afterwards never rewrites this content.
+        self._own_containers()
+        self._normalize_and_check()
 
     def _with_plain_changes(self, changes: Mapping[str, Any]) -> ActionRequestContent | None:
         # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
@@ -200,7 +207,8 @@ class ActionResponseContent(ActionResponseBehaviour):
         }
     )
 
-    def __post_init__(self) -> None:
+    def _normalize_and_check(self) -> None:
+        # What construction runs once the fields are the content's own: see _from_owned.
         self._normalize()
         if not isinstance(self.function, str):
             raise RecordFieldError(
@@ -235,6 +243,12 @@ class ActionResponseContent(ActionResponseBehaviour):
                 "ActionResponseContent.error must be a string or null",
                 self.error,
             )
+
+    def __post_init__(self) -> None:
+        # The caller's lists and dicts stay the caller's (ADR D2: arguments are copied): changing them
+        # afterwards never rewrites this content.
+        self._own_containers()
+        self._normalize_and_check()
 
     def _with_plain_changes(self, changes: Mapping[str, Any]) -> ActionResponseContent | None:
         # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
@@ -408,6 +422,7 @@ class AssistantResponseContent(AssistantResponseBehaviour):
     )
 
     def __post_init__(self) -> None:
+        # Every field holds text or a scalar: nothing of the caller's to copy (see _from_owned).
         self._normalize()
         if not isinstance(self.assistant_response, str):
             raise RecordFieldError(
@@ -415,6 +430,8 @@ class AssistantResponseContent(AssistantResponseBehaviour):
                 "AssistantResponseContent.assistant_response must be a string",
                 self.assistant_response,
             )
+
+    _normalize_and_check = __post_init__
 
     def _with_plain_changes(self, changes: Mapping[str, Any]) -> AssistantResponseContent | None:
         # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
@@ -519,7 +536,8 @@ class InstructionContent(InstructionBehaviour):
         }
     )
 
-    def __post_init__(self) -> None:
+    def _normalize_and_check(self) -> None:
+        # What construction runs once the fields are the content's own: see _from_owned.
         self._normalize()
         if not (isinstance(self.instruction, str) or self.instruction is None):
             raise RecordFieldError(
@@ -600,6 +618,12 @@ class InstructionContent(InstructionBehaviour):
                 'InstructionContent.image_detail must be one of "low", "high", "auto", null',
                 self.image_detail,
             )
+
+    def __post_init__(self) -> None:
+        # The caller's lists and dicts stay the caller's (ADR D2: arguments are copied): changing them
+        # afterwards never rewrites this content.
+        self._own_containers()
+        self._normalize_and_check()
 
     def _with_plain_changes(self, changes: Mapping[str, Any]) -> InstructionContent | None:
         # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
@@ -872,6 +896,7 @@ class SystemContent(SystemBehaviour):
     )
 
     def __post_init__(self) -> None:
+        # Every field holds text or a scalar: nothing of the caller's to copy (see _from_owned).
         self._normalize()
         if not isinstance(self.system_message, str):
             raise RecordFieldError(
@@ -885,6 +910,8 @@ class SystemContent(SystemBehaviour):
                 "SystemContent.system_datetime must be a string or null",
                 self.system_datetime,
             )
+
+    _normalize_and_check = __post_init__
 
     def _with_plain_changes(self, changes: Mapping[str, Any]) -> SystemContent | None:
         # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()

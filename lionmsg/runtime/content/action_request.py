@@ -41,7 +41,7 @@ class ActionRequestBehaviour(MessageContent):
         # update's new content shares none of the old one's).
         if "arguments" in data:
             data["arguments"] = owned_copy(data["arguments"])
-        return cls(**data)
+        return cls._from_owned(data)
 
     def _normalize(self) -> None:
         self.function = function_name(self.function)

@@ -19,8 +19,9 @@ __all__ = ["MessageContent", "copy_value", "owned_copy", "shallow_copy"]
 class MessageContent:
     """Typed message content: a slots dataclass generated from its schema plus a behaviour class.
 
-    Construction runs `_normalize()` (Python-side conveniences, e.g. `system_datetime=True`) and then
-    the generated field checks. `from_dict` is the Python-friendly constructor (it also takes the
+    Construction copies the lists and dicts it is given (deeply: the caller's stay the caller's), then
+    runs `_normalize()` (Python-side conveniences, e.g. `system_datetime=True`) and the generated field
+    checks. `from_dict` is the Python-friendly constructor (it also takes the
     input names LionAGI accepts); `from_record` (generated) loads the strict record form.
     """
 
@@ -84,8 +85,40 @@ class MessageContent:
 
     @classmethod
     def _from_input(cls, data: dict[str, Any]) -> Self:
-        """Hook: map input names onto fields (a private copy of the caller's dict) and build."""
-        return cls(**data)
+        """Hook: map input names onto fields (a private copy of the caller's dict, its values the new
+        content's own already) and build."""
+        return cls._from_owned(data)
+
+    @classmethod
+    def _from_owned(cls, data: dict[str, Any]) -> Self:
+        """`cls(**data)` for values that are the new content's own already (copied on the way in, or made
+        fresh): the dataclass's `__init__` without `__post_init__`'s copy of the caller's lists and dicts,
+        which would copy them a second time. A class not generated from the schemas (a subclass may add
+        fields and a `__post_init__` of its own) is built by its constructor."""
+        init = _init_fields(cls)
+        if init is None:
+            return cls(**data)
+        content = object.__new__(cls)
+        taken = 0
+        for name, default, factory in init:
+            value = data.get(name, _ABSENT)
+            if value is _ABSENT:
+                if default is dataclasses.MISSING and factory is dataclasses.MISSING:
+                    raise TypeError(f"{cls.__name__}() missing the field {name!r}")
+                value = default if factory is dataclasses.MISSING else factory()
+            else:
+                taken += 1
+            setattr(content, name, value)
+        if taken < len(data):
+            unknown = sorted_names(set(data) - {name for name, _, _ in init})
+            raise TypeError(f"{cls.__name__}() got an unexpected keyword argument {unknown[0]!r}")
+        content._normalize_and_check()
+        return content
+
+    if TYPE_CHECKING:
+
+        def _normalize_and_check(self) -> None:
+            """Generated per class: `_normalize()`, then each field checked against its schema."""
 
     if TYPE_CHECKING:
 
@@ -136,6 +169,26 @@ class MessageContent:
 
 # Per content class, computed once: `dataclasses.fields` rebuilds its answer on every call.
 _INPUT_NAMES: dict[type[MessageContent], frozenset[str]] = {}
+_INIT_FIELDS: dict[type[MessageContent], tuple[tuple[str, Any, Any], ...] | None] = {}
+_GENERATED_MODULE = "lionmsg.generated.content"
+_ABSENT: Any = object()
+
+
+def _init_fields(cls: type[MessageContent]) -> tuple[tuple[str, Any, Any], ...] | None:
+    """A generated class's `__init__` parameters as (name, default, default factory); None for any other
+    class (see MessageContent._from_owned)."""
+    try:
+        return _INIT_FIELDS[cls]
+    except KeyError:
+        pass
+    init = None
+    if cls.__module__ == _GENERATED_MODULE:
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        init = tuple((f.name, f.default, f.default_factory) for f in fields if f.init)
+    _INIT_FIELDS[cls] = init
+    return init
+
+
 _PUBLIC_FIELDS: dict[type[MessageContent], tuple[str, ...]] = {}
 _BLANKS: dict[type[MessageContent], Any] = {}
 

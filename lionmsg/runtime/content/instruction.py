@@ -72,7 +72,7 @@ class InstructionBehaviour(MessageContent):
             data["prompt_context"] = context
         if data.get("images") and data.get("image_detail") is None:
             data["image_detail"] = "auto"
-        return cls(**data)
+        return cls._from_owned(data)
 
     def _normalize(self) -> None:
         # Lists, the usual values (and all a record holds), are copied without the helpers' calls.
