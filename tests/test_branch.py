@@ -287,7 +287,8 @@ def test_re_setting_the_system_puts_it_first_in_the_view(how: str) -> None:
 def test_a_branch_record_item_whose_lion_class_is_no_string_is_a_validation_error() -> None:
     record = _branch().to_dict()
     record["messages"]["collections"][1]["metadata"]["lion_class"] = 1
-    assert_record_refused(Branch.from_dict, record, "lion_class must be a string", ("metadata", "lion_class"))
+    loc = ("collections", 1, "metadata", "lion_class")  # the Pile's error: the messages pile's item 1
+    assert_record_refused(Branch.from_dict, record, "lion_class must be a string", loc)
 
 
 def test_a_branch_record_naming_its_system_in_upper_case_loads() -> None:

@@ -931,7 +931,7 @@ def test_a_flow_record_whose_items_are_not_a_pile_record_is_a_validation_error(i
     record["flows"][0]["items"] = items
     with pytest.raises(ValidationError, match="items must be a pile record") as caught:
         Exchange.from_dict(record)
-    assert caught.value.errors()[0]["loc"] == ("items",)
+    assert caught.value.errors()[0]["loc"] == ("flows", 0, "items")  # where in the Exchange record
 
 
 BAD_DROP = {"message_id": 1, "sender": 2, "recipient": [3], "reason": "r", "detail": {}, "at": "x"}
@@ -1110,14 +1110,16 @@ def test_a_progression_name_that_is_no_string_is_a_validation_error(name: Any) -
     assert_record_refused(Flow.from_dict, flow_record, "a progression's name is a string", ("progressions", 1, "name"))
     record = exchange.to_dict()
     record["flows"][1]["progressions"][0]["name"] = name
-    assert_record_refused(Exchange.from_dict, record, "a progression's name is a string", ("progressions", 0, "name"))
+    loc = ("flows", 1, "progressions", 0, "name")  # which flow, as well as which progression
+    assert_record_refused(Exchange.from_dict, record, "a progression's name is a string", loc)
 
 
 def test_an_exchange_record_item_whose_lion_class_is_no_string_is_a_validation_error() -> None:
     exchange, _, _ = _mail_between_two()
     record = exchange.to_dict()
     record["flows"][1]["items"]["collections"][0]["metadata"]["lion_class"] = 1
-    assert_record_refused(Exchange.from_dict, record, "lion_class must be a string", ("metadata", "lion_class"))
+    loc = ("flows", 1, "items", "collections", 0, "metadata", "lion_class")
+    assert_record_refused(Exchange.from_dict, record, "lion_class must be a string", loc)
 
 
 def _upper_case_ids(value: Any) -> Any:

@@ -1076,7 +1076,8 @@ def test_a_falsy_kind_argument_is_not_given_and_update_clears_a_field() -> None:
 def test_a_manager_record_item_whose_lion_class_is_no_string_is_a_validation_error() -> None:
     record = _mixed().to_dict()
     record["messages"]["collections"][2]["metadata"]["lion_class"] = 1
-    assert_record_refused(MessageManager.from_dict, record, "lion_class must be a string", ("metadata", "lion_class"))
+    loc = ("collections", 2, "metadata", "lion_class")  # the Pile's error: the messages pile's item 2
+    assert_record_refused(MessageManager.from_dict, record, "lion_class must be a string", loc)
 
 
 def test_a_manager_record_naming_its_system_in_upper_case_loads() -> None:

@@ -1062,7 +1062,7 @@ def test_an_item_record_whose_lion_class_is_no_string_is_a_validation_error(name
     with pytest.raises(ValidationError, match="lion_class must be a string") as raised:
         Pile.from_dict(record)
     assert raised.type is ValidationError
-    assert raised.value.errors()[0]["loc"] == ("metadata", "lion_class")
+    assert raised.value.errors()[0]["loc"] == ("collections", 0, "metadata", "lion_class")  # which item
     with pytest.raises(ValidationError, match="lion_class must be a string"):  # as the item's class says
         Instruction.from_dict(record["collections"][0])
     assert record == before

@@ -10,9 +10,9 @@ import math
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 from uuid import UUID
 
 from pydantic import (
@@ -33,7 +33,9 @@ from lionmsg.runtime.wire import CANONICAL_UUID, UNWRITABLE_DEPTH, check_finite,
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["Element", "Node", "check_embedding", "element_class", "parts_later", "record_error"]
+__all__ = ["Element", "Node", "check_embedding", "element_class", "part_of_record", "parts_later", "record_error"]
+
+T = TypeVar("T")
 
 _PARTS_LATER_KEY = "lionmsg_parts_later"
 _PARTS_LATER: dict[str, Any] = {_PARTS_LATER_KEY: True}  # the serialization context that says so
@@ -69,6 +71,24 @@ def record_error(model: type[BaseModel], loc: tuple[str | int, ...], message: st
         "input": value,
     }
     return ValidationError.from_exception_data(model.__name__, [detail])
+
+
+def part_of_record(model: type[BaseModel], loc: tuple[str | int, ...], load: Callable[[], T]) -> T:
+    """`load()`, which loads a part of a `model` record with the part's own class; its ValidationError
+    located within the whole record (a flow's broken progression in an Exchange record is at
+    `("flows", 3, "progressions", 1)`, not at a Flow's `("progressions", 1)`, which names no flow)."""
+    try:
+        return load()
+    except ValidationError as error:
+        details: list[InitErrorDetails] = [
+            {
+                "type": PydanticCustomError(item["type"], item["msg"]),  # the message as written: no template
+                "loc": (*loc, *item["loc"]),
+                "input": item["input"],
+            }
+            for item in error.errors(include_url=False)
+        ]
+        raise ValidationError.from_exception_data(model.__name__, details) from None
 
 
 def element_class(base: type[Element], lion_class: str) -> type[Element] | None:

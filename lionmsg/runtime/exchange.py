@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import sys
 import time
@@ -38,7 +39,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from lionmsg.generated.messages import Message
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.content.base import MessageContent, copy_value
-from lionmsg.runtime.element import Element, parts_later, record_error
+from lionmsg.runtime.element import Element, part_of_record, parts_later, record_error
 from lionmsg.runtime.fastpath import assemble, message_copies
 from lionmsg.runtime.flow import Flow, inbox_name
 from lionmsg.runtime.ids import uuid_text
@@ -381,7 +382,10 @@ class Exchange(CopiedUnderLock, Element):
             if owner in owners:
                 raise record_error(cls, ("flows", position, "name"), f"two flows belong to owner {owner}", name)
             owners.add(owner)
-        record["flows"] = [Flow.from_dict(flow) for flow in flows]
+        record["flows"] = [
+            part_of_record(cls, ("flows", position), functools.partial(Flow.from_dict, flow))
+            for position, flow in enumerate(flows)
+        ]
         dropped = record.get("dropped", [])
         if not isinstance(dropped, list) or not all(_is_drop_record(item) for item in dropped):
             raise record_error(cls, ("dropped",), "dropped must be a list of drop records", dropped)

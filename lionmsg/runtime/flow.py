@@ -13,7 +13,7 @@ from uuid import UUID
 from pydantic import SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from lionmsg.generated.messages import Message
-from lionmsg.runtime.element import Element, parts_later, record_error
+from lionmsg.runtime.element import Element, part_of_record, parts_later, record_error
 from lionmsg.runtime.ids import uuid_from_int, uuid_text
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import OrderedIds, Progression, to_uuid
@@ -392,7 +392,7 @@ class Flow(CopiedUnderLock, Element):
     def _prepare_record(cls, record: dict[str, Any]) -> None:
         items = record.get("items")
         if isinstance(items, Mapping):
-            record["items"] = Pile.from_dict(items)
+            record["items"] = part_of_record(cls, ("items",), functools.partial(Pile.from_dict, items))
         elif items is not None:
             raise record_error(cls, ("items",), "items must be a pile record", items)
         progressions = record.get("progressions", [])
@@ -412,7 +412,10 @@ class Flow(CopiedUnderLock, Element):
                 raise record_error(cls, ("progressions", index, "name"), f"two progressions are named {name!r}", name)
             names.add(name)
             canonical.append(given)
-        record["progressions"] = [Progression.from_dict(p) for p in canonical]
+        record["progressions"] = [
+            part_of_record(cls, ("progressions", index), functools.partial(Progression.from_dict, p))
+            for index, p in enumerate(canonical)
+        ]
 
 
 def _canonical_inbox(record: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import operator
 import types
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -11,7 +12,7 @@ from uuid import UUID
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from lionmsg.runtime.element import Element, element_class, parts_later, record_error
+from lionmsg.runtime.element import Element, element_class, part_of_record, parts_later, record_error
 from lionmsg.runtime.progression import Progression, to_uuid
 from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock
 
@@ -481,7 +482,10 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         for index, item in enumerate(items):
             if not isinstance(item, Mapping):
                 raise record_error(cls, ("collections", index), "each item of collections must be a record", item)
-        loaded = [_load_item(base, item) for item in items]
+        loaded = [
+            part_of_record(cls, ("collections", index), functools.partial(_load_item, base, item))
+            for index, item in enumerate(items)
+        ]
         if strict and names is not None:  # each item exactly of a listed class, as the pile would require
             for index, item in enumerate(loaded):
                 if type(item) not in record["item_type"]:
@@ -492,7 +496,9 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         record["collections"] = loaded
         progression = record.get("progression")
         if isinstance(progression, Mapping):
-            record["progression"] = Progression.from_dict(progression)
+            record["progression"] = part_of_record(
+                cls, ("progression",), functools.partial(Progression.from_dict, progression)
+            )
         elif progression is not None:
             raise record_error(cls, ("progression",), "progression must be a progression record or null", progression)
 
