@@ -172,7 +172,7 @@ def test_a_dict_in_collections_is_a_record_and_a_malformed_one_is_a_validation_e
     node = Node(content=1)
     assert Pile([node.to_dict()])[node.id].content == 1
     pile: Pile[Node] = Pile([node])
-    with pytest.raises(TypeError, match="this pile accepts elements; got str"):  # a mapping gives its values
+    with pytest.raises(TypeError, match=r"got a record \(a dict\): load it with from_dict$"):
         pile.include(Node().to_dict())  # only the constructor reads records (model_validate passes them)
     assert pile.values() == [node]
 
@@ -294,7 +294,13 @@ def test_rejected_values_leave_the_pile_as_it_was() -> None:
         pile.exclude([items[0].id, "junk"])
     with pytest.raises(TypeError, match="expected an element or elements, got str"):
         pile.include("text")
+    record = Instruction().to_dict()  # a record is no element: its values were taken as the items
+    for change in (pile.include, pile.update):
+        with pytest.raises(TypeError, match=r"^expected an element or elements, got a record \(a dict\): load it"):
+            change(record)
     assert snapshot(pile) == before
+    fresh = Instruction()
+    assert pile.include({fresh.id: fresh})  # elements by id, as LionAGI's collections hold them
 
 
 # -- changing -------------------------------------------------------------------------------------

@@ -510,7 +510,9 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
     def _as_items(self, items: Any) -> list[T]:
         if isinstance(items, Element):
             return [items]  # type: ignore[list-item]
-        if isinstance(items, Mapping):
+        if isinstance(items, Mapping):  # elements by id, as LionAGI's collections hold them
+            if "id" in items or "metadata" in items:  # not that: a record, whose values are no elements
+                raise TypeError("expected an element or elements, got a record (a dict): load it with from_dict")
             items = items.values()
         if not isinstance(items, Iterable) or isinstance(items, (str, bytes)):
             raise TypeError(f"expected an element or elements, got {type(items).__name__}")
