@@ -177,10 +177,8 @@ _ABSENT: Any = object()
 def _init_fields(cls: type[MessageContent]) -> tuple[tuple[str, Any, Any], ...] | None:
     """A generated class's `__init__` parameters as (name, default, default factory); None for any other
     class (see MessageContent._from_owned)."""
-    try:
+    if cls in _INIT_FIELDS:
         return _INIT_FIELDS[cls]
-    except KeyError:
-        pass
     init = None
     if cls.__module__ == _GENERATED_MODULE:
         fields = dataclasses.fields(cls)  # type: ignore[arg-type]
