@@ -287,8 +287,18 @@ def test_re_setting_the_system_puts_it_first_in_the_view(how: str) -> None:
 def test_a_branch_record_item_whose_lion_class_is_no_string_is_a_validation_error() -> None:
     record = _branch().to_dict()
     record["messages"]["collections"][1]["metadata"]["lion_class"] = 1
-    loc = ("collections", 1, "metadata", "lion_class")  # the Pile's error: the messages pile's item 1
+    loc = ("messages", "collections", 1, "metadata", "lion_class")  # within the Branch record
     assert_record_refused(Branch.from_dict, record, "lion_class must be a string", loc)
+    with pytest.raises(ValidationError) as raised:
+        Branch.from_dict(record)
+    assert raised.value.title == "Branch"
+
+
+@pytest.mark.parametrize("messages", [[], [{"content": {}}], 5, "messages"])
+def test_a_branch_record_whose_messages_are_no_pile_record_is_a_validation_error(messages: Any) -> None:
+    # A list is what the constructor takes, never what a record holds: to_dict writes a pile record.
+    record = {**_branch().to_dict(), "messages": messages}
+    assert_record_refused(Branch.from_dict, record, "messages must be a pile record", ("messages",))
 
 
 def test_a_branch_record_naming_its_system_in_upper_case_loads() -> None:

@@ -1076,8 +1076,18 @@ def test_a_falsy_kind_argument_is_not_given_and_update_clears_a_field() -> None:
 def test_a_manager_record_item_whose_lion_class_is_no_string_is_a_validation_error() -> None:
     record = _mixed().to_dict()
     record["messages"]["collections"][2]["metadata"]["lion_class"] = 1
-    loc = ("collections", 2, "metadata", "lion_class")  # the Pile's error: the messages pile's item 2
+    loc = ("messages", "collections", 2, "metadata", "lion_class")  # within the manager's record
     assert_record_refused(MessageManager.from_dict, record, "lion_class must be a string", loc)
+    with pytest.raises(ValidationError) as raised:
+        MessageManager.from_dict(record)
+    assert raised.value.title == "MessageManager"
+
+
+@pytest.mark.parametrize("messages", [[], [Instruction().to_dict()], None, 5])
+def test_a_manager_record_whose_messages_are_no_pile_record_is_a_validation_error(messages: Any) -> None:
+    # A list is what the constructor takes, never what a record holds: to_dict writes a pile record.
+    record = {"messages": messages, "system": None}
+    assert_record_refused(MessageManager.from_dict, record, "messages must be a pile record", ("messages",))
 
 
 def test_a_manager_record_naming_its_system_in_upper_case_loads() -> None:

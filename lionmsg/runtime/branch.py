@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -12,7 +13,7 @@ from lionmsg.generated.messages import Message, System
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
 from lionmsg.runtime.callbacks import MessageCallback
-from lionmsg.runtime.element import Element, parts_later, record_error
+from lionmsg.runtime.element import Element, part_of_record, parts_later, record_error
 from lionmsg.runtime.fastpath import dump_address
 from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.manager import MessageManager, refuse_misplaced_system
@@ -237,8 +238,9 @@ class Branch(Element):
             record["user"] = PlainName(address) if type(address) is str else address
         messages = record.pop("messages", None)
         system_id = record.pop("system", None)
-        if messages is not None:
-            record["msgs"] = MessageManager.from_dict({"messages": messages, "system": system_id})
+        if messages is not None:  # the manager's errors are the Branch record's, at the same places
+            manager_record = {"messages": messages, "system": system_id}
+            record["msgs"] = part_of_record(cls, (), functools.partial(MessageManager.from_dict, manager_record))
 
 
 def _check_recorded_view(cls: type[Branch], metadata: Any) -> None:

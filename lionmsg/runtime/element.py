@@ -63,7 +63,7 @@ def _canonical_uuid(value: Any) -> Any:
     return value
 
 
-def record_error(model: type[BaseModel], loc: tuple[str | int, ...], message: str, value: Any) -> ValidationError:
+def record_error(model: type[Any], loc: tuple[str | int, ...], message: str, value: Any) -> ValidationError:
     """A pydantic ValidationError for one field of a record, raised where pydantic itself cannot see it."""
     detail: InitErrorDetails = {
         "type": PydanticCustomError("invalid_record", message),
@@ -73,7 +73,7 @@ def record_error(model: type[BaseModel], loc: tuple[str | int, ...], message: st
     return ValidationError.from_exception_data(model.__name__, [detail])
 
 
-def part_of_record(model: type[BaseModel], loc: tuple[str | int, ...], load: Callable[[], T]) -> T:
+def part_of_record(model: type[Any], loc: tuple[str | int, ...], load: Callable[[], T]) -> T:
     """`load()`, which loads a part of a `model` record with the part's own class; its ValidationError
     located within the whole record (a flow's broken progression in an Exchange record is at
     `("flows", 3, "progressions", 1)`, not at a Flow's `("progressions", 1)`, which names no flow)."""

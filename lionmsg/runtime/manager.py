@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -27,6 +28,7 @@ from lionmsg.runtime.callbacks import (
     run_sync_callbacks,
     sync_preflight,
 )
+from lionmsg.runtime.element import part_of_record, record_error
 from lionmsg.runtime.factories import AddMessageArguments, build_common, build_message, create_action_response
 from lionmsg.runtime.ids import parse_canonical_uuid
 from lionmsg.runtime.pile import Pile, changes_made
@@ -397,12 +399,17 @@ class MessageManager:
     def from_dict(cls, data: Mapping[str, Any]) -> MessageManager:
         """The history a record holds: `messages` (a pile record) and `system` (the id of the system
         message it holds, in any case the schema's UUID pattern allows, or null). A ValueError when it
-        is malformed: a pydantic ValidationError (a ValueError) for a malformed pile record or a key
-        other than those two (`extra_forbidden`, as the element records give), else a plain one."""
+        is malformed: a pydantic ValidationError (a ValueError, titled MessageManager) for `messages`
+        that is no pile record or a malformed one (located within the whole record, at
+        `("messages", "collections", 2, ...)`) or a key other than those two (`extra_forbidden`, as the
+        element records give), else a plain one."""
         if not isinstance(data, Mapping) or "messages" not in data:
             raise ValueError("a MessageManager record needs `messages` (a pile record)")
         _refuse_unknown_keys(data)
-        manager = cls(messages=data["messages"])
+        messages = data["messages"]
+        if not isinstance(messages, Mapping):  # what to_dict writes; a list is the constructor's form
+            raise record_error(cls, ("messages",), "messages must be a pile record", messages)
+        manager = part_of_record(cls, ("messages",), functools.partial(cls, messages=messages))
         system_id = data.get("system")
         system = manager.system
         named = system_id is None if system is None else parse_canonical_uuid(system_id) == system.id
