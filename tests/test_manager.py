@@ -397,6 +397,16 @@ class _AsyncCallable:
         await asyncio.sleep(0)
 
 
+def _revise_system(manager: MessageManager) -> dict[str, Any]:
+    return {
+        "system": manager.system,
+        "system_datetime": True,
+        "sender": "user",
+        "recipient": "someone",
+        "metadata": {"note": "x"},
+    }
+
+
 @pytest.mark.parametrize("listener", [_async_listener, _AsyncCallable()])
 @pytest.mark.parametrize(
     ("change", "method"),
@@ -404,8 +414,11 @@ class _AsyncCallable:
         (lambda manager: manager.clear_messages(), "clear_messages"),
         (lambda manager: asyncio.run(manager.aclear_messages()), "clear_messages"),
         (lambda manager: manager.set_system(System(content={"system_message": "new"})), "set_system"),
-        (lambda manager: manager.add_message(system="new"), "set_system"),
-        (lambda manager: asyncio.run(manager.a_add_message(system="new")), "set_system"),
+        (lambda manager: manager.add_message(system="new"), "add_message(system=...)"),
+        (lambda manager: asyncio.run(manager.a_add_message(system="new")), "a_add_message(system=...)"),
+        # The current system revised in place (routing, time, metadata): refused before it is touched.
+        (lambda manager: manager.add_message(**_revise_system(manager)), "add_message(system=...)"),
+        (lambda manager: asyncio.run(manager.a_add_message(**_revise_system(manager))), "a_add_message(system=...)"),
     ],
 )
 def test_an_async_history_listener_is_refused_before_anything_changes(
@@ -417,10 +430,14 @@ def test_an_async_history_listener_is_refused_before_anything_changes(
     manager.on_message_added.append(seen.append)
     manager.on_history_changed.append(listener)
     before = snapshot(manager)
-    message = f"^on_history_changed callback .* is async and cannot run on the sync {method} path: it must be a"
+    message = f"^on_history_changed callback .* is async and cannot run on the sync {re.escape(method)} path: it must"
+    system = manager.system
+    assert system is not None
+    system_before = system.to_dict()
     with pytest.raises(TypeError, match=message):
         change(manager)
     assert snapshot(manager) == before
+    assert system.to_dict() == system_before
     assert seen == []
 
 
@@ -649,11 +666,23 @@ def test_action_function_alone_builds_a_request_with_empty_arguments() -> None:
     assert (request.function, request.arguments) == ("f", {})
 
 
-def test_output_without_a_request_is_a_value_error() -> None:
-    manager = MessageManager()
-    with pytest.raises(ValueError, match="please provide a corresponding action request"):
-        manager.add_message(action_output=1)
-    assert len(manager) == 0
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"action_output": 1},
+        {"action_output": 0, "action_function": "f"},  # a request's inputs with no request: LionAGI's error too
+        {"action_output": "", "action_function": "f", "action_arguments": {"a": 1}},
+        {"action_output": 1, "action_request": {"function": "f"}},
+    ],
+)
+def test_output_without_a_request_is_a_value_error(arguments: dict[str, Any]) -> None:
+    manager = MessageManager(messages=[Instruction()])
+    before = manager.to_dict()
+    with pytest.raises(
+        ValueError, match=r"^Error: please provide a corresponding action request for an action response\.$"
+    ):
+        manager.add_message(**arguments)
+    assert manager.to_dict() == before
 
 
 @pytest.mark.parametrize(

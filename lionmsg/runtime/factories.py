@@ -100,6 +100,8 @@ def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metada
     given = {
         name: value for name, value in arguments.items() if (value is not None if name in _GIVEN_UNLESS_NONE else value)
     }
+    if kind == "action_response" and not isinstance(given.get("action_request"), ActionRequest):
+        raise ValueError(NO_REQUEST)  # first: with no request, what else was given is not the problem
     allowed = _KIND_ARGUMENTS[kind]
     if not given.keys() <= allowed:
         stray = sorted(given.keys() - allowed)

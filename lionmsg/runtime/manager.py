@@ -170,9 +170,9 @@ class MessageManager:
                 self.messages.include(system)
         self._history_changed("clear")
 
-    def _refuse_async_listeners(self, event: HistoryEvent) -> None:
+    def _refuse_async_listeners(self, event: HistoryEvent, path: str | None = None) -> None:
         if self.on_history_changed:
-            history_preflight(self.on_history_changed, _EVENT_METHODS[event])
+            history_preflight(self.on_history_changed, path or _EVENT_METHODS[event])
 
     def _history_changed(self, event: HistoryEvent) -> None:
         if self.on_history_changed:
@@ -235,7 +235,7 @@ class MessageManager:
             if not thread_lock.acquire(False):  # another thread holds the pile: wait, not block (False
                 await acquire_without_blocking_the_loop(thread_lock)  # by position: a keyword costs 1.4k)
             try:
-                message, system = self._change(pile, arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
+                message, system = self._change(pile, arguments, "a_add_message")  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
             finally:
                 thread_lock.release()
             listeners_failed = self._system_listeners_failed() if system else None
@@ -262,19 +262,23 @@ class MessageManager:
             lock.release()
         return message, self._system_listeners_failed() if system else None
 
-    def _change(self, pile: Pile[Message], arguments: dict[str, Any]) -> tuple[Message, bool]:
+    def _change(
+        self, pile: Pile[Message], arguments: dict[str, Any], caller: str = "add_message"
+    ) -> tuple[Message, bool]:
         """Build, add or replace the message; with it, whether it is the system message. The caller holds
-        the pile's thread lock, so a message revised in place is not seen half revised by another thread."""
+        the pile's thread lock, so a message revised in place is not seen half revised by another thread;
+        `caller` names its public method in errors."""
         if self._latest_change_began is not None:
             self._latest_change_began = changes_made(pile)
         direct = build_common(arguments)  # the usual calls: no kind to resolve (never a system message)
         if direct is not None:
             pile._update_holding_lock(direct)  # a revised instruction keeps its index
             return direct, False
+        if arguments.get("system"):  # before the build, which may revise the given System in place
+            self._refuse_async_listeners("system", f"{caller}(system=...)")
         pop = arguments.pop
         message = build_message(arguments, pop("sender", None), pop("recipient", None), pop("metadata", None))
         if isinstance(message, System):
-            self._refuse_async_listeners("system")  # built, not stored yet: refused, it changes nothing
             self._install_system(message)
             return message, True
         pile._update_holding_lock(message)  # add-or-replace: a present id keeps its index
