@@ -427,6 +427,101 @@ def test_a_recipient_unregistered_while_its_copy_is_made_is_a_drop() -> None:
     assert [(d.recipient, d.reason) for d in exchange.dropped] == [(str(b), DROP_UNREGISTERED)]
 
 
+class _Interrupted(BaseException):
+    """Stands in for a KeyboardInterrupt (or any BaseException) raised while a broadcast is copied."""
+
+
+@pytest.mark.parametrize("interrupt", [_Interrupted, KeyboardInterrupt])
+def test_a_collect_interrupted_while_copying_leaves_every_outbox_and_the_drop_record_as_they_were(
+    interrupt: type[BaseException],
+) -> None:
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+
+    class Interrupting:
+        def __deepcopy__(self, memo: Any) -> Any:
+            raise interrupt
+
+    exchange.send(a, b, "first")
+    exchange.send(a, uuid4(), "to no one")  # a drop routing decides, recorded only once the mail is taken
+    hostile = exchange.send(a, None, Interrupting())
+    exchange.send(a, c, "last")
+    before = exchange.to_dict(mode="python")
+    with pytest.raises(interrupt):
+        run(exchange.collect(a))
+    assert exchange.to_dict(mode="python") == before
+    hostile.content = "calm again"
+    assert run(exchange.collect(a)) == 3
+    assert [m.content for m in exchange.receive(b)] == ["first", "calm again"]
+    assert [m.content for m in exchange.receive(c)] == ["calm again", "last"]
+    assert [d.reason for d in exchange.dropped] == [DROP_UNKNOWN_RECIPIENT]
+
+
+def test_a_sender_unregistered_while_its_mail_is_routed_delivers_none_of_it() -> None:
+    """Its mail was still queued (routing takes nothing): unregistering dropped all of it, as for a
+    sender that leaves while its collect waits at its yield."""
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+
+    class SenderLeaves:
+        def __deepcopy__(self, memo: Any) -> Any:
+            if exchange.get(a) is not None:
+                exchange.unregister(a)
+            return SenderLeaves()
+
+    direct = exchange.send(a, b, "direct")
+    broadcast = exchange.send(a, None, SenderLeaves())
+    assert run(exchange.collect(a)) == 0
+    assert exchange.receive(b) == exchange.receive(c) == []
+    assert [(d.message_id, d.reason) for d in exchange.dropped] == [
+        (str(direct.id), DROP_SENDER_UNREGISTERED),
+        (str(broadcast.id), DROP_SENDER_UNREGISTERED),
+    ]
+
+
+def test_mail_queued_while_a_collect_routes_waits_for_the_next_collect() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    later: list[Message] = []
+
+    class SendsMore:
+        def __deepcopy__(self, memo: Any) -> Any:
+            if not later:
+                later.append(exchange.send(a, b, "queued while routing"))
+            return SendsMore()
+
+    exchange.send(a, None, SendsMore())
+    assert run(exchange.collect(a)) == 1
+    sender = exchange.get(a)
+    assert sender is not None
+    assert list(sender.outbox) == [later[0].id]
+    assert run(exchange.collect(a)) == 1
+    assert [m.content for m in exchange.receive(b)][1:] == ["queued while routing"]
+
+
+def test_a_queued_message_replaced_under_its_id_while_routing_goes_as_routed() -> None:
+    """Its id is what is queued: the collect delivers the message as it routed it, and the id leaves
+    the sender's flow, as if the replacement had come after the collect."""
+    exchange = Exchange()
+    a, b, _ = owners(exchange, 3)
+    direct = exchange.send(a, b, "original")
+    replacement = direct.model_copy(update={"content": "replacement"})
+    sender = exchange.get(a)
+    assert sender is not None
+
+    class Replaces:
+        def __deepcopy__(self, memo: Any) -> Any:
+            if sender.items[direct.id] is direct:
+                sender.items.update(replacement)
+            return Replaces()
+
+    exchange.send(a, None, Replaces())
+    assert run(exchange.collect(a)) == 2
+    assert exchange.receive(b)[0] is direct
+    assert (list(sender.outbox), len(sender.items)) == ([], 0)
+    assert exchange.dropped == []
+
+
 def test_a_record_written_while_a_collect_waits_holds_all_its_mail() -> None:
     exchange = Exchange()
     a, b, c = owners(exchange, 3)

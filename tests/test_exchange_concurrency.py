@@ -72,9 +72,11 @@ class Ledger:
         original = Exchange._route
         ledger = self
 
-        def spy(self: Exchange, message: Message, sender: UUID) -> list[tuple[UUID, Message]]:
+        def spy(
+            self: Exchange, message: Message, sender: UUID, unroutable: list[Message]
+        ) -> list[tuple[UUID, Message]]:
             owners = list(self.owner_ids)
-            routes = original(self, message, sender)
+            routes = original(self, message, sender, unroutable)
             if message.id in ledger.routed:
                 ledger.routed_twice.append(message.id)
             intended: list[str | None]

@@ -162,32 +162,43 @@ class ExchangeMachine(RuleBasedStateMachine):
         self.former.append(owner)
 
     def model_collect(self, sender: UUID, broken: UUID | None = None, copying: tuple[UUID, UUID] | None = None) -> int:
-        """Collect the sender's outbox as the Exchange must once past its yield, all in one step: take the
-        whole outbox, route every message (recording the undeliverable ones), then deliver each routed copy
-        in order. With `copying=(ident, leaver)`, making the copies of broadcast `ident` unregisters
-        `leaver` (when it has anyone to copy it for): mail routed to the leaver is then dropped at delivery,
-        the only way left to `DROP_UNREGISTERED`."""
-        ids, self.outbox[sender] = self.outbox[sender], []
-        routed: list[tuple[UUID, list[UUID]]] = []
+        """Collect the sender's outbox as the Exchange must once past its yield, all in one step: route
+        every queued message, taking nothing; unless the sender left meanwhile (its queued mail then went
+        to the drop record), take the outbox and write the messages with no owner to go to to the drop
+        record, then each other one in order to its targets' inboxes. With `copying=(ident, leaver)`,
+        making the copies of broadcast `ident` unregisters `leaver` (when it has anyone to copy it for):
+        mail routed to the leaver is then dropped at delivery, the only way left to `DROP_UNREGISTERED`."""
+        ids = list(self.outbox[sender])
+        routed: list[tuple[UUID, list[UUID] | str]] = []
+        intended: dict[UUID, list[str | None]] = {}
         for ident in ids:
-            sent = self.sent[ident]
-            sent.state = "routed"
-            recipient = sent.recipient
+            recipient = self.sent[ident].recipient
             if recipient is None:
                 targets = [owner for owner in self.owners if owner != sender]
-                self.intended[ident] = [str(target) for target in targets]
+                intended[ident] = [str(target) for target in targets]
+                routed.append((ident, targets))
                 if copying is not None and copying[0] == ident and targets and copying[1] in self.owners:
                     self.model_unregister(copying[1])
             else:
-                self.intended[ident] = [drop_address(recipient)]
-                targets = [recipient] if recipient in self.owners else []
-                if not targets:
-                    reason = DROP_UNKNOWN_RECIPIENT if isinstance(recipient, UUID) else DROP_NOT_AN_OWNER
-                    self.drop(ident, drop_address(recipient), reason)
-                    self.fate[(ident, drop_address(recipient))] = reason
-            routed.append((ident, targets))
+                intended[ident] = [drop_address(recipient)]
+                if recipient in self.owners:
+                    routed.append((ident, [recipient]))
+                else:
+                    routed.append((ident, DROP_UNKNOWN_RECIPIENT if isinstance(recipient, UUID) else DROP_NOT_AN_OWNER))
+        if sender not in self.owners:  # it left while its mail was routed: none of it was taken
+            return 0
+        self.outbox[sender] = []
+        self.intended.update(intended)
+        for ident, targets in routed:
+            self.sent[ident].state = "routed"
+            if isinstance(targets, str):  # no owner to send it to: dropped before any delivery
+                address = intended[ident][0]
+                self.drop(ident, address, targets)
+                self.fate[(ident, address)] = targets
         delivered: set[UUID] = set()
         for ident, targets in routed:
+            if isinstance(targets, str):
+                continue
             for target in targets:
                 key = (ident, str(target))
                 if target not in self.owners:  # unregistered while the outbox was routed
@@ -490,9 +501,10 @@ class ExchangeMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.owners) > 1)
     @rule(data=st.data())
     def collect_while_an_owner_leaves_during_routing(self, data: st.DataObject) -> None:
-        """A broadcast queued after the sender's other mail unregisters an owner (perhaps the sender)
-        while its copies are made: mail routed to that owner before then, this broadcast's copy among it,
-        is dropped as `DROP_UNREGISTERED`; everyone else still gets theirs."""
+        """A broadcast queued after the sender's other mail unregisters an owner while its copies are
+        made: mail routed to that owner before then, this broadcast's copy among it, is dropped as
+        `DROP_UNREGISTERED`; everyone else still gets theirs. When the owner leaving is the sender, its
+        mail, routed but not taken yet, is dropped as `DROP_SENDER_UNREGISTERED` and none delivered."""
         sender = data.draw(st.sampled_from(self.owners))
         leaver = data.draw(st.sampled_from(self.owners))
         content = LeavesWhenCopied(self.ex, leaver)

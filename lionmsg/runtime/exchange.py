@@ -236,8 +236,9 @@ class Exchange(CopiedUnderLock, Element):
     async def collect(self, owner_id: Any) -> int:
         """Route everything in the owner's outbox; the number of distinct message ids delivered.
 
-        A collect with mail to route yields to the event loop once, first, and then takes, routes and
-        delivers the whole outbox without awaiting again. So at every await each message is in exactly
+        A collect with mail to route yields to the event loop once, first, and then routes, takes and
+        delivers the whole outbox without awaiting again (routing, which runs payloads' `__deepcopy__`,
+        changes nothing: what it raises leaves all as it was). So at every await each message is in exactly
         one place (an outbox, its recipients' inboxes, the drop record), and a record another task writes
         then holds all the mail; two concurrent collects never route one message twice; and a collect
         cancelled (or closed) at its yield has taken nothing. The owner is looked up again after the
@@ -257,8 +258,24 @@ class Exchange(CopiedUnderLock, Element):
             sending = flows.get(owner.int)  # the owner may have left, or left and come back, meanwhile
             if sending is None:
                 return 0
+            storage = sending._storage
+            queued = storage.queued()
             route = self._route
-            routed = [route(message, owner) for message in sending._storage.take_outbox()]
+            # Routed (the broadcast copies made) before anything is taken or dropped: routing runs the
+            # payloads' own code (`__deepcopy__`) and takes the time, so what it raises, or an interrupt
+            # while it runs, leaves every outbox and the drop record as they were.
+            unroutable: list[Message] = []  # no owner to send these to: dropped once taken
+            routed = [route(message, owner, unroutable) for message in queued[2]]
+            if flows.get(owner.int) is not sending:  # it left while routing: its mail is in the drop record
+                return 0
+            taken = storage.take(queued)
+            if taken is not queued[2]:  # some left the outbox while routing: theirs are not delivered
+                routed, unroutable = _still_taken(taken, queued[2], routed, unroutable)
+            for message in unroutable:
+                recipient = message.recipient
+                self._drop(
+                    message, recipient, DROP_UNKNOWN_RECIPIENT if isinstance(recipient, UUID) else DROP_NOT_AN_OWNER
+                )
             return self._deliver(routed, owner) if routed else 0
         finally:
             lock.release()
@@ -300,18 +317,17 @@ class Exchange(CopiedUnderLock, Element):
         """Alias of `collect_all`."""
         return await self.collect_all()
 
-    def _route(self, message: Message, sender: UUID) -> list[tuple[UUID, Message]]:
+    def _route(self, message: Message, sender: UUID, unroutable: list[Message]) -> list[tuple[UUID, Message]]:
+        """Where a message goes: (owner, the message or a broadcast's copy) pairs; a direct message with
+        no owner to go to is put on `unroutable`. Changes nothing else: the caller writes both."""
         recipient = message.recipient
         if recipient is None:
             skip = sender.int
             targets = [target for key, target in self._owners.items() if key != skip]
             return list(zip(targets, _copies(message, len(targets)), strict=True))
-        if isinstance(recipient, UUID):
-            if recipient.int in self._flows:
-                return [(recipient, message)]
-            self._drop(message, recipient, DROP_UNKNOWN_RECIPIENT)
-        else:
-            self._drop(message, recipient, DROP_NOT_AN_OWNER)
+        if isinstance(recipient, UUID) and recipient.int in self._flows:
+            return [(recipient, message)]
+        unroutable.append(message)
         return []
 
     # -- reading mailboxes -------------------------------------------------------------------------
@@ -432,6 +448,15 @@ def _drop_entry(item: Any) -> DroppedMail:
         wanted = "ids, owners and texts as strings, `at` a finite number"
         raise ValueError(f"a drop record entry has DroppedMail's fields: {wanted}")
     return DroppedMail(**item)
+
+
+def _still_taken(
+    taken: list[Message], queued: list[Message], routed: list[list[tuple[UUID, Message]]], unroutable: list[Message]
+) -> tuple[list[list[tuple[UUID, Message]]], list[Message]]:
+    """The routes and the unroutable messages of those `queued` messages that were `taken`."""
+    still = {id(message) for message in taken}
+    routes = [routes for message, routes in zip(queued, routed, strict=True) if id(message) in still]
+    return routes, [message for message in unroutable if id(message) in still]
 
 
 def _copies(message: Message, count: int) -> list[Message]:

@@ -56,6 +56,11 @@ def _uuid_inbox_name(sender: int) -> str:
     return f"inbox_{uuid_text(uuid_from_int(sender))}"
 
 
+Queued = tuple[list[UUID], list[int], list[Message], tuple[int, int, int, int]]
+"""What `_Storage.queued` lists: the outbox's ids, their integers, their messages, and the outbox's and
+the pile's change marks."""
+
+
 class _Storage:
     """A flow's containers, for the paths that run once per message: queueing a send and filing a
     delivery.
@@ -110,6 +115,46 @@ class _Storage:
         if removed:
             self.order.exclude(removed)
         return taken
+
+    def queued(self) -> Queued:
+        """The outbox's ids and messages, oldest first, left where they are (absent ones skipped, as by
+        `take_outbox`), and the outbox's and the pile's change marks: what a collect routes before it
+        takes anything (`take`)."""
+        outbox, order = self.outbox, self.order
+        mark = (outbox._changes, len(outbox._slot_of), order._changes, len(order._slot_of))
+        ids: list[UUID] = []
+        keys: list[int] = []
+        messages: list[Message] = []
+        get = self.stored.get
+        for ident in outbox._slots[outbox._head :]:  # a gap in the slots is None
+            if ident is not None:
+                key = ident.int
+                message = get(key)
+                if message is not None:  # a queued message taken out of the pile meanwhile is skipped
+                    ids.append(ident)
+                    keys.append(key)
+                    messages.append(message)
+        return ids, keys, messages, mark
+
+    def take(self, queued: Queued) -> list[Message]:
+        """Take out of the outbox and the pile the messages `queued()` listed whose ids are still queued;
+        those taken, oldest first, as listed (a message replaced under its id meanwhile goes as routed:
+        its id is what is queued). Whatever else the outbox holds stays: code run in between (a
+        content's `__deepcopy__`) may have queued more."""
+        ids, keys, messages, mark = queued
+        outbox, order, stored = self.outbox, self.order, self.stored
+        if mark != (outbox._changes, len(outbox._slot_of), order._changes, len(order._slot_of)):
+            kept = [index for index, key in enumerate(keys) if key in stored and ids[index] in outbox]
+            ids, keys, messages = [ids[i] for i in kept], [keys[i] for i in kept], [messages[i] for i in kept]
+            outbox.exclude(ids)
+        else:  # the usual case: nothing changed in between
+            outbox.clear()  # ids whose message left the pile go too, as take_outbox drops them
+        pop = stored.pop
+        for key in keys:
+            pop(key)
+        if ids:
+            order.exclude(ids)
+        return messages
 
     def receive(self, message: Message, inbox: str, now: float) -> None:
         """Put an incoming message in the pile and the named inbox, opening it (as of `now`) if new."""
