@@ -281,6 +281,15 @@ def test_re_setting_the_system_puts_it_first_in_the_view(how: str) -> None:
     assert list(branch.progression) == [system.id, one.id]
 
 
+@pytest.mark.parametrize("hooks", ["on_message_added", "on_history_changed"])
+def test_a_manager_whose_hooks_are_no_lists_is_refused_before_the_branch_hooks_onto_it(hooks: str) -> None:
+    manager = MessageManager()
+    setattr(manager, hooks, ())
+    with pytest.raises(TypeError, match=f"^the manager's {hooks} must be a list, got tuple$"):
+        Branch(msgs=manager)
+    assert (list(manager.on_message_added), list(manager.on_history_changed)) == ([], [])
+
+
 # -- malformed records: a ValidationError naming the field, the caller's record unchanged ------------
 
 

@@ -88,6 +88,31 @@ def test_observers_that_are_not_a_list_of_callables_are_a_type_error(bad: Any, n
         MessageManager(on_message_added=bad)
 
 
+@pytest.mark.parametrize(
+    ("hook", "change"),
+    [
+        ("on_message_added", lambda manager: manager.add_message(instruction="x")),
+        ("on_message_added", lambda manager: asyncio.run(manager.a_add_message(instruction="x"))),
+        ("on_message_added", lambda manager: manager.add_message(system="new")),
+        ("on_history_changed", lambda manager: manager.set_system(System(content={"system_message": "new"}))),
+        ("on_history_changed", lambda manager: manager.add_message(system="new")),
+        ("on_history_changed", lambda manager: manager.clear_messages()),
+    ],
+)
+def test_a_hook_that_cannot_be_called_put_on_a_live_list_is_refused_before_anything_changes(
+    hook: str, change: Callable[[MessageManager], Any]
+) -> None:
+    # The constructor checks the list it is given; an entry put on the live list later is checked by
+    # every call that would run it, before the call changes anything.
+    manager = MessageManager(system=System(content={"system_message": "old"}))
+    manager.add_message(instruction="kept")
+    getattr(manager, hook).append("not callable")
+    before = snapshot(manager)
+    with pytest.raises(TypeError, match=f"^{hook} callback 'not callable' is not callable$"):
+        change(manager)
+    assert snapshot(manager) == before
+
+
 @pytest.mark.parametrize("bad", ["text", 5, {1, 2}, Instruction()])
 def test_anything_else_as_messages_is_a_type_error(bad: Any) -> None:
     with pytest.raises(TypeError, match="messages must be a list, a tuple, a Pile or a serialized pile"):

@@ -88,6 +88,9 @@ class Branch(Element):
         # and set_system / clear_messages never leave it naming messages the history no longer holds.
         # First, and sync: an observer before it that fails does not stop it, but a cancellation while one
         # awaits stops every later one, and the committed message must still join the view.
+        for hooks in ("on_message_added", "on_history_changed"):  # both checked before either changes
+            if not isinstance(getattr(manager, hooks), list):
+                raise TypeError(f"the manager's {hooks} must be a list, got {type(getattr(manager, hooks)).__name__}")
         manager.on_message_added.insert(0, self._track_in_view)
         manager.on_history_changed.append(self._keep_view_in_step)
 

@@ -27,6 +27,8 @@ if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.1
 __all__ = [
     "STOPPING",
     "MessageCallback",
+    "callable_preflight",
+    "history_preflight",
     "is_async_callback",
     "run_async_callbacks",
     "run_sync_callbacks",
@@ -57,24 +59,42 @@ def is_async_callback(callback: Any) -> bool:
 
 
 def sync_preflight(callbacks: Sequence[MessageCallback]) -> None:
-    """The sync path refuses async callbacks before anything is built or inserted."""
+    """The sync path refuses async callbacks, and anything that cannot be called, before anything is
+    built or inserted."""
     for callback in callbacks:
         if is_async_callback(callback):
             raise RuntimeError(
                 f"Async on_message_added callback {callback!r} cannot fire from the sync add_message path. "
                 "Use a_add_message from an async context instead."
             )
+        if not callable(callback):
+            raise _not_callable("on_message_added", callback)
+
+
+def callable_preflight(callbacks: Sequence[MessageCallback]) -> None:
+    """The async path refuses what cannot be called before anything is built or inserted (a hook put on
+    the live list after the manager checked its list)."""
+    for callback in callbacks:
+        if not callable(callback):
+            raise _not_callable("on_message_added", callback)
 
 
 def history_preflight(listeners: Sequence[Callable[[Any], Any]], path: str) -> None:
-    """History listeners run on sync paths only (`path` names the method): an async one is refused
-    before the change it would be told of, as the sync `add_message` refuses async observers."""
+    """History listeners run on sync paths only (`path` names the method): an async one, or one that
+    cannot be called, is refused before the change it would be told of, as the sync `add_message`
+    refuses async observers."""
     for listener in listeners:
         if is_async_callback(listener):
             raise TypeError(
                 f"on_history_changed callback {listener!r} is async and cannot run on the sync {path} path: "
                 "it must be a plain function"
             )
+        if not callable(listener):
+            raise _not_callable("on_history_changed", listener)
+
+
+def _not_callable(hook: str, callback: Any) -> TypeError:
+    return TypeError(f"{hook} callback {callback!r} is not callable")
 
 
 def run_sync_callbacks(

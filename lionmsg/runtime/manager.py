@@ -23,6 +23,7 @@ from lionmsg.generated.messages import (
 from lionmsg.runtime.callbacks import (
     STOPPING,
     MessageCallback,
+    callable_preflight,
     history_preflight,
     run_async_callbacks,
     run_sync_callbacks,
@@ -225,6 +226,8 @@ class MessageManager:
         calls (and awaits) a snapshot of the observers taken after the commit."""
         if not arguments.keys() <= _ADD_ARGUMENTS:
             _reject_arguments("a_add_message", arguments)
+        if self.on_message_added:
+            callable_preflight(self.on_message_added)
         # The locks' own acquire and release rather than `async with self.messages`: the pile's
         # __aenter__/__aexit__ are two more coroutines per call (~8k of ~137k instructions).
         pile = self.messages
