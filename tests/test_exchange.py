@@ -1256,3 +1256,16 @@ def test_a_record_naming_one_owner_or_inbox_twice_in_two_spellings_is_a_validati
     assert_record_refused(
         Flow.from_dict, flow_record, f"two progressions are named 'inbox_{a}'", ("progressions", 2, "name")
     )
+
+
+@pytest.mark.parametrize("lock", [None, threading.Lock(), "lock"])
+def test_a_flow_shares_only_a_thread_lock(lock: Any) -> None:
+    exchange = Exchange()
+    (a,) = owners(exchange, 1)
+    flow = exchange.get(a)
+    assert flow is not None
+    with pytest.raises(TypeError, match=r"^a flow shares a ThreadLock, got "):
+        flow.share_lock(lock)
+    assert flow.items.thread_lock is exchange.thread_lock
+    exchange.send(a, a, "still works")
+    assert run(exchange.collect(a)) == 1

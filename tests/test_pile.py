@@ -286,7 +286,7 @@ def test_rejected_values_leave_the_pile_as_it_was() -> None:
     with pytest.raises(ValueError, match=f"{items[3].id} is already in the progression"):
         pile.insert(0, Instruction(id=items[3].id))
     missing = Instruction()
-    with pytest.raises(ValueError, match=f"{missing.id} is not in the pile"):
+    with pytest.raises(KeyError, match=f"{missing.id} is not in the pile"):
         pile.replace(missing, Instruction())
     with pytest.raises(ValueError, match=f"{items[4].id} is already in the pile"):
         pile.replace(items[0], items[4])

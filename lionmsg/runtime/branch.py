@@ -178,7 +178,8 @@ class Branch(Element):
     def progression(self) -> Progression:
         """`metadata["current_progression"]` when present (a Progression, or a list or tuple of ids),
         else the whole history's order. Any other value there is a TypeError, and a list that cannot be
-        a Progression raises what its constructor raises (ValueError for an id twice or not an id)."""
+        a Progression raises what its constructor raises (TypeError for an entry of no id's type,
+        ValueError for text that is no UUID or an id twice)."""
         view = self._view()
         if view is not None:
             return view

@@ -338,7 +338,10 @@ class Flow(CopiedUnderLock, Element):
     def share_lock(self, lock: ThreadLock) -> None:
         """Make `lock` the flow's thread lock: its pile's, its progressions' and its inboxes'. An Exchange
         gives its flows its own lock as it adopts them, so that a send or a collect, which holds it
-        throughout, takes no other lock per message. Nothing may be using the flow meanwhile."""
+        throughout, takes no other lock per message. Nothing may be using the flow meanwhile. A
+        TypeError, changing nothing, for anything but a ThreadLock (what every lock here is)."""
+        if not isinstance(lock, ThreadLock):
+            raise TypeError(f"a flow shares a ThreadLock, got {type(lock).__name__}")
         pile = self._items
         object.__setattr__(pile, "_lock", lock)
         object.__setattr__(pile._progression, "_lock", lock)

@@ -320,13 +320,13 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
             self._items[item.id.int] = item
 
     def replace(self, old: Any, new: T) -> None:
-        """Put `new` at the position of `old` (O(1)); ValueError when `old` is absent or `new`'s id
-        belongs to another item already in the pile."""
+        """Put `new` at the position of `old` (O(1)); KeyError when `old` is absent (as for `pop`), and
+        ValueError when `new`'s id belongs to another item already in the pile."""
         self._check([new])
         old_id = to_uuid(old)
         with self._lock:
             if old_id.int not in self._items:
-                raise ValueError(f"{old_id} is not in the pile")
+                raise KeyError(f"{old_id} is not in the pile")
             if new.id != old_id and new.id.int in self._items:
                 raise ValueError(f"{new.id} is already in the pile")
             self._progression.replace(old_id, new.id)
