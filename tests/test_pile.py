@@ -1122,3 +1122,30 @@ def test_order_is_lionagis_name_for_the_progression_argument() -> None:
         Pile([first], order=[first.id], progression=[first.id])
     with pytest.raises(ValueError, match=r"^the progression does not list exactly the pile's items$"):
         Pile([first, second], order=[first.id])
+
+
+def test_a_pile_out_of_step_with_its_shared_progression_says_so_where_it_would_fail_or_lose_an_item() -> None:
+    """The progression is shared (as LionAGI's): ids added or removed through it directly put the pile
+    out of step. Iteration and the record writers refuse then, naming the id, instead of a bare KeyError
+    of an integer or a record silently missing an item; putting it back in step mends everything."""
+    first, second = Instruction(), Instruction()
+    pile = Pile([first, second])
+    stray = uuid4()
+    pile.progression.append(stray)
+    unheld = f"^the pile is out of step with its progression: its progression orders {stray}, which the pile"
+    for read in (list, Pile.values, Pile.items, Pile.to_dict, Pile.to_json):
+        with pytest.raises(ValueError, match=unheld) as raised:
+            read(pile)
+        assert raised.type is ValueError
+    pile.progression.remove(stray)
+    pile.progression.remove(second.id)
+    hidden = f"^the pile is out of step with its progression: it holds {second.id}, which its progression does"
+    assert list(pile) == [first]  # what the order names, still
+    for write in (Pile.to_dict, Pile.to_json):
+        with pytest.raises(ValueError, match=hidden) as raised:
+            write(pile)
+        assert raised.type is ValueError
+    with pytest.raises(ValueError, match=f"it holds {second.id}, which its progression does not order"):
+        pile.model_dump()  # pydantic's own writer wraps it (PydanticSerializationError, a ValueError)
+    pile.progression.append(second.id)
+    assert [item.id for item in Pile.from_dict(pile.to_dict())] == [first.id, second.id]

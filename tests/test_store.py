@@ -314,6 +314,38 @@ def test_a_system_moved_from_index_zero_behind_the_managers_back_is_not_written(
     assert [type(m).__name__ for m in reloaded(path, "b1")] == ["System", "Instruction", "Instruction"]
 
 
+@pytest.mark.parametrize("hidden", [True, False])
+def test_a_history_out_of_step_with_its_progression_is_not_written(
+    store: SQLiteStore, path: Path, hidden: bool
+) -> None:
+    manager = MessageManager(system=system())
+    store.attach(manager, "b1")
+    kept = manager.add_message(instruction="kept")
+    before = dump(path)
+    stray = uuid4()
+    if hidden:  # a held message taken out of the order: a stored branch would leave it out
+        manager.progression.remove(kept.id)
+        detail = f"it holds {kept.id}, which its progression does not order"
+        named = kept.id
+    else:  # an id the pile does not hold: iterating the history would fail
+        manager.progression.append(stray)
+        detail = f"its progression orders {stray}, which the pile does not hold"
+        named = stray
+    expected = (
+        rf"^store {re.escape(repr(str(path)))}, branch 'b1': cannot write message {named}: "
+        rf"the pile is out of step with its progression: {detail} \(changed through pile\.progression; "
+    )
+    with pytest.raises(UnwritableRecordError, match=expected):
+        manager.add_message(instruction="next")
+    assert dump(path) == before  # rolled back
+    if hidden:
+        manager.progression.insert(1, kept.id)
+    else:
+        manager.progression.remove(stray)
+    manager.add_message(instruction="after")  # in step again: the next write rewrites the branch
+    assert_same_history(reloaded(path, "b1"), manager)
+
+
 def test_a_message_holding_a_cycle_is_an_unwritable_record(store: SQLiteStore, path: Path) -> None:
     manager = MessageManager(system=system())
     store.attach(manager, "b1")

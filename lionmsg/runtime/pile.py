@@ -19,7 +19,7 @@ from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["Pile"]
+__all__ = ["Pile", "changes_made", "out_of_step"]
 
 T = TypeVar("T", bound=Element)
 _MISSING: Any = object()
@@ -140,12 +140,22 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
     def values(self) -> list[T]:
         items = self._items
         with self._lock:
-            return [items[ident.int] for ident in self._progression._ids]
+            try:
+                return [items[ident.int] for ident in self._progression._ids]
+            except KeyError:
+                raise self._out_of_step() from None
 
     def items(self) -> list[tuple[UUID, T]]:
         items = self._items
         with self._lock:
-            return [(ident, items[ident.int]) for ident in self._progression]
+            try:
+                return [(ident, items[ident.int]) for ident in self._progression._ids]
+            except KeyError:
+                raise self._out_of_step() from None
+
+    def _out_of_step(self) -> ValueError:
+        problem = out_of_step(self)
+        return ValueError("the pile is out of step with its progression" if problem is None else problem[1])
 
     def get(self, ref: Any, default: Any = None) -> T | Any:
         """`pile[ref]`, or `default` where that raises: an id (or its text, or an element) not held, a
@@ -443,6 +453,8 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
         with self._lock:  # the items and their order as of one moment
+            if len(self._progression._ids) != len(self._items):  # a record would leave a held item out
+                raise self._out_of_step()
             record: dict[str, Any] = handler(self)
             if not parts_later(info):
                 self._add_part_records(record, info.mode)
@@ -452,6 +464,8 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
 
     def _unchecked_record(self, mode: str) -> dict[str, Any]:
         with self._lock:  # the record and its parts' records as of one moment
+            if len(self._progression._ids) != len(self._items):  # refused before pydantic would wrap it
+                raise self._out_of_step()
             return super()._unchecked_record(mode)
 
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
@@ -575,6 +589,27 @@ def _item_types(item_type: Any) -> frozenset[type[Element]]:
     if not chosen or not all(isinstance(kind, type) and issubclass(kind, Element) for kind in chosen):
         raise TypeError(f"item_type must be an element class or an iterable of them, got {item_type!r}")
     return chosen
+
+
+def out_of_step(pile: Pile[Any]) -> tuple[UUID, str] | None:
+    """None when the pile's progression orders exactly the items it holds; else an id that breaks it and
+    why. The progression is shared (as LionAGI's), so code may add or remove ids through it that the
+    pile's own methods would not; iteration and the record writers then refuse (ValueError) rather than
+    fail on a missing item or leave a held one out."""
+    items, ids = pile._items, pile._progression._ids
+    with pile._lock:
+        unheld = next((ident for ident in ids if ident.int not in items), None)
+        if unheld is not None:
+            found, detail = unheld, f"its progression orders {unheld}, which the pile does not hold"
+        elif len(ids) != len(items):
+            found = next(item.id for key, item in items.items() if key not in ids._slot_of)
+            detail = f"it holds {found}, which its progression does not order"
+        else:
+            return None
+    return found, (
+        f"the pile is out of step with its progression: {detail} (changed through pile.progression; add, "
+        "remove and reorder items through the pile)"
+    )
 
 
 def changes_made(pile: Pile[Any]) -> tuple[int, int]:

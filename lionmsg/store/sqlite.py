@@ -64,7 +64,7 @@ from uuid import UUID
 from lionmsg.generated.messages import ActionRequest, ActionResponse, Message, System
 from lionmsg.runtime.branch import Branch
 from lionmsg.runtime.manager import MessageManager, misplaced_system, misplaced_system_text
-from lionmsg.runtime.pile import Pile, changes_made
+from lionmsg.runtime.pile import Pile, changes_made, out_of_step
 from lionmsg.runtime.wire import loads_json
 from lionmsg.store.errors import (
     CorruptRecordError,
@@ -382,6 +382,9 @@ class SQLiteStore:
     def _rewrite(self, connection: sqlite3.Connection, attachment: Attachment) -> None:
         """Make the stored branch exactly the manager's history (inside the caller's transaction)."""
         manager, key = attachment.manager, attachment.branch_id
+        unordered = out_of_step(manager.messages)
+        if unordered is not None:  # its stored branch would miss a message, or iterating it would fail
+            raise UnwritableRecordError(self.path, key, str(unordered[0]), unordered[1])
         misplaced = misplaced_system(manager)
         if misplaced is not None:  # its stored branch would not load
             raise UnwritableRecordError(self.path, key, str(misplaced[1].id), misplaced_system_text(*misplaced))
