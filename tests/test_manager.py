@@ -1190,3 +1190,23 @@ def test_a_manager_record_with_an_unknown_key_is_a_validation_error(tmp_path: An
     branch_record = {**Branch(msgs=_mixed()).to_dict(), "zzz": 1}
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         Branch.from_dict(branch_record)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"instruction": "x", "context": (n for n in range(3))},
+        {"instruction": "x", "context": [{"rows": (n for n in range(3))}]},
+        {"instruction": "x", "guidance": "g", "context": [1, iter(lambda: 0, 1)]},  # a callable_iterator
+        {"assistant_response": "a"},  # revised below with a generator in its metadata
+    ],
+)
+def test_an_iterator_given_as_content_is_refused_before_anything_changes(arguments: dict[str, Any]) -> None:
+    # The first record written would hold its items and the next none; rendering would show the object.
+    manager = MessageManager(messages=[Instruction()])
+    if "assistant_response" in arguments:
+        arguments = {"action_request": manager.add_message(action_function="f"), "action_output": iter(map(str, "ab"))}
+    before = snapshot(manager)
+    with pytest.raises(TypeError, match=r"^a message cannot keep an iterator \(\w+\): writing it would use it up"):
+        manager.add_message(**arguments)
+    assert snapshot(manager) == before

@@ -37,6 +37,7 @@ __all__ = [
     "load_envelope",
     "load_record",
     "message_copies",
+    "plain_copy",
     "trusted_instance",
 ]
 
@@ -333,15 +334,21 @@ def deep_copy(value: Any) -> Any:
     """A deep copy: plain JSON (the usual content and metadata) by json_copy, several times faster than
     deepcopy; anything else (typed content, NaN, tuples...) by deepcopy (classes are shared). A list of
     atoms and flat records (the usual instruction context) is copied without json_copy's recursion."""
+    copied = plain_copy(value)
+    return copy.deepcopy(value) if copied is MISSING else copied
+
+
+def plain_copy(value: Any) -> Any:
+    """`deep_copy`'s fast roads: a copy of plain JSON data, or MISSING for anything else (a value a JSON
+    dump would convert, or one nested too deeply or referring to itself, whose shape deepcopy keeps)."""
     if type(value) is list:
         copied = flat_records_copy(value)
         if copied is not None:
             return copied
     try:
-        copied = json_copy(value)
-    except RecursionError:  # a self-referencing (or very deep) value: deepcopy keeps its shape
-        copied = MISSING
-    return copy.deepcopy(value) if copied is MISSING else copied
+        return json_copy(value)
+    except RecursionError:
+        return MISSING
 
 
 def dump_address(value: Any) -> Any:

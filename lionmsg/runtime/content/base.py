@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from lionmsg.runtime.fastpath import deep_copy, flat_records_copy
+from lionmsg.runtime.fastpath import MISSING, deep_copy, flat_records_copy, plain_copy
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH, sorted_names
 
 if TYPE_CHECKING:
@@ -206,8 +206,12 @@ def owned_copy(value: Any) -> Any:
     dicts around it; one nested too deep to copy is kept as given whole."""
     if type(value) is str:
         return value
+    copied = plain_copy(value)
+    if copied is not MISSING:  # plain JSON: the usual case
+        return copied
+    _refuse_iterators(value)
     try:
-        return deep_copy(value)
+        return copy.deepcopy(value)
     except RecursionError:
         return value
     except Exception:
@@ -215,6 +219,26 @@ def owned_copy(value: Any) -> Any:
             return _copy_around_uncopyable(value)
         except RecursionError:
             return value
+
+
+def _refuse_iterators(value: Any) -> None:
+    """TypeError for an iterator (a generator, a map...) in a caller's value, which is no plain JSON:
+    the first record written would use it up (JSON holds its items, the next record none), and rendering
+    shows the object, not its items."""
+    pending, seen = [value], set()
+    while pending:
+        item = pending.pop()
+        if isinstance(item, Iterator):
+            raise TypeError(
+                f"a message cannot keep an iterator ({type(item).__name__}): writing it would use it up; "
+                "pass a list of its items"
+            )
+        if type(item) in _WALKED and id(item) not in seen:  # a value may hold itself
+            seen.add(id(item))
+            pending.extend(item.values() if type(item) is dict else item)
+
+
+_WALKED = frozenset({dict, list, tuple, set, frozenset})
 
 
 def own_container(value: list[Any] | dict[Any, Any]) -> Any:
