@@ -316,6 +316,7 @@ def render_content(schemas: SchemaSet) -> str:
             *imports,
             "lionmsg.runtime.content.base.own_container",
             "lionmsg.runtime.content.base.shallow_copy",
+            "lionmsg.runtime.content.base.shaped_record",
             "lionmsg.runtime.fastpath.JSON_SCALARS",
             "lionmsg.runtime.fastpath.MISSING",
             "lionmsg.runtime.fastpath.json_copy",
@@ -323,7 +324,9 @@ def render_content(schemas: SchemaSet) -> str:
             "lionmsg.runtime.wire.RecordFieldError",
             "typing.ClassVar",
             "typing.Any",
+            "collections.abc.Collection",
             "collections.abc.Mapping",
+            "typing.Literal",
         ],
         formatters=[],
     )

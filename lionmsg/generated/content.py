@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeAlias
 
@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from lionmsg.runtime.content.action_request import ActionRequestBehaviour
 from lionmsg.runtime.content.action_response import ActionResponseBehaviour
 from lionmsg.runtime.content.assistant_response import AssistantResponseBehaviour
-from lionmsg.runtime.content.base import own_container, shallow_copy
+from lionmsg.runtime.content.base import own_container, shallow_copy, shaped_record
 from lionmsg.runtime.content.instruction import InstructionBehaviour
 from lionmsg.runtime.content.system import SystemBehaviour
 from lionmsg.runtime.fastpath import JSON_SCALARS, MISSING, json_copy
@@ -143,8 +143,13 @@ class ActionRequestContent(ActionRequestBehaviour):
         if value:  # an empty one is this content's own (see _from_checked)
             self.arguments = own_container(value)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""
+    def to_dict(
+        self, exclude: Collection[str] | None = None, *, mode: Literal["python", "json"] = "python"
+    ) -> dict[str, Any]:
+        """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says. `exclude`
+        leaves named fields out too, and `mode="json"` writes JSON values (LionAGI's signature)."""
+        if exclude is not None or mode != "python":
+            return shaped_record(self.to_dict(), exclude, mode)
         record: dict[str, Any] = {}
         record["function"] = self.function
         record["arguments"] = dict(self.arguments)
@@ -350,8 +355,13 @@ class ActionResponseContent(ActionResponseBehaviour):
         if type(value) is list or type(value) is dict:
             self.output = own_container(value)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""
+    def to_dict(
+        self, exclude: Collection[str] | None = None, *, mode: Literal["python", "json"] = "python"
+    ) -> dict[str, Any]:
+        """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says. `exclude`
+        leaves named fields out too, and `mode="json"` writes JSON values (LionAGI's signature)."""
+        if exclude is not None or mode != "python":
+            return shaped_record(self.to_dict(), exclude, mode)
         record: dict[str, Any] = {}
         record["function"] = self.function
         record["arguments"] = dict(self.arguments)
@@ -479,8 +489,13 @@ class AssistantResponseContent(AssistantResponseBehaviour):
         # Each field that may hold a list or dict gets a copy (see MessageContent._own_containers).
         return
 
-    def to_dict(self) -> dict[str, Any]:
-        """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""
+    def to_dict(
+        self, exclude: Collection[str] | None = None, *, mode: Literal["python", "json"] = "python"
+    ) -> dict[str, Any]:
+        """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says. `exclude`
+        leaves named fields out too, and `mode="json"` writes JSON values (LionAGI's signature)."""
+        if exclude is not None or mode != "python":
+            return shaped_record(self.to_dict(), exclude, mode)
         record: dict[str, Any] = {}
         record["assistant_response"] = self.assistant_response
         return record
@@ -797,8 +812,13 @@ class InstructionContent(InstructionBehaviour):
         if value:  # an empty one is this content's own (see _from_checked)
             self.images = own_container(value)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""
+    def to_dict(
+        self, exclude: Collection[str] | None = None, *, mode: Literal["python", "json"] = "python"
+    ) -> dict[str, Any]:
+        """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says. `exclude`
+        leaves named fields out too, and `mode="json"` writes JSON values (LionAGI's signature)."""
+        if exclude is not None or mode != "python":
+            return shaped_record(self.to_dict(), exclude, mode)
         record: dict[str, Any] = {}
         if self.instruction is not None:
             record["instruction"] = self.instruction
@@ -969,8 +989,13 @@ class SystemContent(SystemBehaviour):
         # Each field that may hold a list or dict gets a copy (see MessageContent._own_containers).
         return
 
-    def to_dict(self) -> dict[str, Any]:
-        """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says."""
+    def to_dict(
+        self, exclude: Collection[str] | None = None, *, mode: Literal["python", "json"] = "python"
+    ) -> dict[str, Any]:
+        """The record form: absent fields are left out as the schema's `x-lionmsg-omit` says. `exclude`
+        leaves named fields out too, and `mode="json"` writes JSON values (LionAGI's signature)."""
+        if exclude is not None or mode != "python":
+            return shaped_record(self.to_dict(), exclude, mode)
         record: dict[str, Any] = {}
         record["system_message"] = self.system_message
         if self.system_datetime is not None:

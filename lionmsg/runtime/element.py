@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast, overload
 from uuid import UUID
 
 from pydantic import (
@@ -180,8 +180,9 @@ class Element(BaseModel):
         return hash(self.id)
 
     @classmethod
-    def class_name(cls) -> str:
-        return cls.__name__
+    def class_name(cls, full: bool = False) -> str:
+        """The class's name; with `full=True`, its module and qualified name (LionAGI's signature)."""
+        return f"{cls.__module__}.{cls.__qualname__}" if full else cls.__name__
 
     @property
     def created_datetime(self) -> datetime:
@@ -190,14 +191,16 @@ class Element(BaseModel):
 
     # -- records -------------------------------------------------------------------------------
 
-    def to_dict(self, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
+    def to_dict(self, mode: Literal["json", "python"] = "json", **options: Any) -> dict[str, Any]:
         """The record: JSON-ready by default (`mode="python"` spells ids as text too, as LionAGI does). In JSON
         mode a NaN or infinity anywhere in it is a ValueError; `mode="python"` keeps it. A value that
         refers to itself or is nested too deeply to write is a ValueError where the writer recurses
-        (JSON mode always; python mode keeps plain values as they are)."""
+        (JSON mode always; python mode keeps plain values as they are). `options` (`exclude`,
+        `include`...) go to pydantic's `model_dump`, as LionAGI passes them: a part of the record then,
+        which `from_dict` may not load."""
         check_mode(mode)
         try:
-            record = self._unchecked_record(mode)
+            record = self.model_dump(mode=mode, **options) if options else self._unchecked_record(mode)
         except RecursionError:
             raise ValueError(UNWRITABLE_DEPTH) from None
         if mode == "json":
@@ -216,10 +219,20 @@ class Element(BaseModel):
         """A container puts the records of what it holds (messages, piles, flows) into its own record;
         its serializer leaves them out when `parts_later(info)` says `_unchecked_record` adds them."""
 
-    def to_json(self) -> str:
-        """The record as compact JSON text: `to_dict()` written out, so what it refuses (NaN, an
-        infinity, bytes that are not UTF-8) is a ValueError here too, wherever it sits."""
-        return write_json(self.to_dict())
+    @overload
+    def to_json(self, decode: Literal[True] = True, **options: Any) -> str: ...
+    @overload
+    def to_json(self, decode: Literal[False], **options: Any) -> bytes: ...
+    def to_json(self, decode: bool = True, **options: Any) -> str | bytes:
+        """The record as compact JSON text: `to_dict(**options)` written out, so what it refuses (NaN, an
+        infinity, bytes that are not UTF-8) is a ValueError here too, wherever it sits. `decode=False`
+        gives its UTF-8 bytes, as LionAGI's does."""
+        if options:
+            options.pop("mode", None)  # always JSON, as LionAGI's
+            text = write_json(self.to_dict(**options))
+        else:
+            text = write_json(self.to_dict())
+        return text if decode else text.encode()
 
     def model_dump_json(self, **options: Any) -> str:
         """`to_json()` when called plainly; with options (indent, exclude...), pydantic's JSON dump,

@@ -256,17 +256,17 @@ class MessageBehaviour(Node, Sendable):
 
     # -- records: the fast roads (lionmsg.runtime.fastpath), pydantic's when they decline ----------
 
-    def to_dict(self, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
+    def to_dict(self, mode: Literal["json", "python"] = "json", **options: Any) -> dict[str, Any]:
         """The record: JSON-ready by default (`mode="python"` spells ids, addresses and the role as text too,
-        as LionAGI does, and keeps free-form values as they are)."""
-        if mode == "json":
+        as LionAGI does, and keeps free-form values as they are); `options` as for `Element.to_dict`."""
+        if mode == "json" and not options:
             try:
                 record = self._plain_record()
             except RecursionError:  # json_copy recurses once per level
                 raise ValueError(UNWRITABLE_DEPTH) from None
             if record is not None:
                 return record
-        return super().to_dict(mode)
+        return super().to_dict(mode, **options)
 
     def _unchecked_record(self, mode: str) -> dict[str, Any]:
         # The plain record holds finite numbers only (json_copy refuses the rest): the check is the

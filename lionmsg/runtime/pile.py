@@ -197,6 +197,12 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
     def index(self, ref: Any) -> int:
         return self._progression.index(ref)
 
+    def is_homogenous(self) -> bool:
+        """Whether every item is an instance of the first one's class, in order (LionAGI's name and rule:
+        so a subclass after its base counts as the same kind, a base after its subclass does not)."""
+        items = self.values()  # as of one moment
+        return len(items) < 2 or all(isinstance(item, type(items[0])) for item in items)
+
     @overload
     def filter_by_type(
         self,

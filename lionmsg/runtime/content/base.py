@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from lionmsg.runtime.fastpath import MISSING, deep_copy, flat_records_copy, plain_copy
-from lionmsg.runtime.wire import UNWRITABLE_DEPTH, sorted_names
+from pydantic_core import to_jsonable_python
+
+from lionmsg.runtime.fastpath import MISSING, deep_copy, flat_records_copy, json_copy, plain_copy
+from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, check_mode, sorted_names
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -47,7 +49,9 @@ class MessageContent:
 
     if TYPE_CHECKING:
         # Generated per class from its schema.
-        def to_dict(self) -> dict[str, Any]: ...
+        def to_dict(
+            self, exclude: Collection[str] | None = None, *, mode: Literal["python", "json"] = "python"
+        ) -> dict[str, Any]: ...
 
         def _with_plain_changes(self, changes: Mapping[str, Any]) -> Self | None: ...
 
@@ -59,6 +63,17 @@ class MessageContent:
         # Each kind's behaviour class renders its content (the prompt text, or text and image parts).
         @property
         def rendered(self) -> Any: ...
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """The public fields, in declaration order (LionAGI's name)."""
+        return _public_fields(cls)
+
+    @classmethod
+    def allowed(cls) -> frozenset[str]:
+        """The public fields as a set (LionAGI's name); `input_names` adds the input names `from_dict`
+        takes besides them."""
+        return frozenset(_public_fields(cls))
 
     @classmethod
     def input_names(cls) -> frozenset[str]:
@@ -197,6 +212,21 @@ def _public_fields(cls: type[MessageContent]) -> tuple[str, ...]:
         fields = dataclasses.fields(cls)  # type: ignore[arg-type]
         names = _PUBLIC_FIELDS[cls] = tuple(f.name for f in fields if not f.name.startswith("_"))
     return names
+
+
+def shaped_record(record: dict[str, Any], exclude: Collection[str] | None, mode: str) -> dict[str, Any]:
+    """A content record without the `exclude`d fields, its values as JSON in `mode="json"` (what a
+    message's JSON record holds of them: a NaN or an infinity is a ValueError there)."""
+    check_mode(mode)
+    if exclude is not None:
+        if isinstance(exclude, (str, bytes)) or not isinstance(exclude, Collection):
+            raise TypeError(f"exclude must be a collection of field names, got {type(exclude).__name__}")
+        record = {name: value for name, value in record.items() if name not in exclude}
+    if mode == "json":
+        plain = json_copy(record)
+        record = to_jsonable_python(record) if plain is MISSING else plain
+        check_finite(record)
+    return record
 
 
 def owned_copy(value: Any) -> Any:

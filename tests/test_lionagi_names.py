@@ -1,0 +1,106 @@
+"""Names and keyword arguments LionAGI 0.36.0 code calls, kept so that it ports by changing imports
+(design.md §4): each gives what LionAGI's gives, or the documented difference."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from lionmsg import (
+    ActionRequestContent,
+    ActionResponseContent,
+    AssistantResponse,
+    Instruction,
+    InstructionContent,
+    Message,
+    Pile,
+    System,
+    SystemContent,
+)
+
+
+def test_class_name_gives_the_module_and_qualified_name_when_full() -> None:
+    assert Instruction.class_name() == "Instruction"
+    assert Instruction().class_name(full=True) == "lionmsg.generated.messages.Instruction"
+    assert Pile.class_name(full=True) == "lionmsg.runtime.pile.Pile"
+
+
+def test_to_dict_passes_options_on_to_model_dump_as_lionagis_does() -> None:
+    message = Instruction(content={"instruction": "x"}, sender="user")
+    trimmed = message.to_dict(exclude={"embedding", "channel"})
+    assert sorted(trimmed) == ["content", "created_at", "id", "metadata", "recipient", "role", "sender"]
+    assert trimmed == {key: value for key, value in message.to_dict().items() if key not in ("embedding", "channel")}
+    assert message.to_dict(mode="python", include={"id"}) == {"id": str(message.id)}
+    with pytest.raises(ValueError, match="cannot write nan"):  # JSON mode still refuses what JSON cannot hold
+        Message(content={"x": float("nan")}).to_dict(exclude={"channel"})
+
+
+@pytest.mark.parametrize("message", [Instruction(content={"instruction": "é"}), System(), AssistantResponse(), Pile()])
+def test_to_json_gives_bytes_when_not_decoded(message: Any) -> None:
+    text = message.to_json()
+    assert message.to_json(decode=False) == text.encode()
+    assert isinstance(message.to_json(decode=False), bytes)
+    assert json.loads(message.to_json(exclude={"metadata"})) == {
+        key: value for key, value in json.loads(text).items() if key != "metadata"
+    }
+
+
+@pytest.mark.parametrize(
+    ("content_type", "names"),
+    [
+        (
+            InstructionContent,
+            (
+                "instruction",
+                "guidance",
+                "prompt_context",
+                "plain_content",
+                "tool_schemas",
+                "response_format",
+                "images",
+                "image_detail",
+                "structure",
+            ),
+        ),
+        (ActionRequestContent, ("function", "arguments", "action_response_id")),
+        (SystemContent, ("system_message", "system_datetime")),
+    ],
+)
+def test_content_field_names_and_allowed(content_type: Any, names: tuple[str, ...]) -> None:
+    assert content_type.field_names() == names
+    assert content_type.allowed() == frozenset(names)
+    assert content_type.allowed() <= content_type.input_names()
+
+
+def test_content_to_dict_leaves_out_excluded_fields_and_writes_json_values() -> None:
+    content = InstructionContent(instruction="x", guidance="g")
+    assert content.to_dict(exclude={"instruction"}) == {"guidance": "g"}
+    assert content.to_dict(exclude=["guidance", "unknown"], mode="json") == {"instruction": "x"}
+    output = {"when": datetime.datetime(2024, 1, 2), "id": UUID(int=1), "pair": (1, 2)}
+    result = ActionResponseContent(function="f", output=output)
+    assert result.to_dict()["output"] is result.output  # python mode: the values as they are
+    assert result.to_dict(mode="json")["output"] == {
+        "when": "2024-01-02T00:00:00",
+        "id": "00000000-0000-0000-0000-000000000001",
+        "pair": [1, 2],
+    }
+    assert result.output == output  # nothing changed
+    with pytest.raises(TypeError, match=r"^exclude must be a collection of field names, got str$"):
+        content.to_dict(exclude="instruction")
+    with pytest.raises(ValueError, match="mode"):
+        content.to_dict(mode="yaml")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"cannot write nan as JSON \(at \$\.output\)"):
+        ActionResponseContent(function="f", output=float("nan")).to_dict(mode="json")
+
+
+def test_is_homogenous_as_lionagi_reads_it() -> None:
+    base, sub = Message(), Instruction()
+    assert Pile().is_homogenous()
+    assert Pile([sub]).is_homogenous()
+    assert Pile([sub, Instruction()]).is_homogenous()
+    assert Pile([base, sub]).is_homogenous()  # every item an instance of the first one's class
+    assert not Pile([sub, base]).is_homogenous()
