@@ -303,11 +303,19 @@ def test_a_branch_record_item_whose_lion_class_is_no_string_is_a_validation_erro
     assert raised.value.title == "Branch"
 
 
-@pytest.mark.parametrize("messages", [[], [{"content": {}}], 5, "messages"])
+@pytest.mark.parametrize("messages", [[], [{"content": {}}], 5, "messages", None])
 def test_a_branch_record_whose_messages_are_no_pile_record_is_a_validation_error(messages: Any) -> None:
     # A list is what the constructor takes, never what a record holds: to_dict writes a pile record.
     record = {**_branch().to_dict(), "messages": messages}
     assert_record_refused(Branch.from_dict, record, "messages must be a pile record", ("messages",))
+
+
+def test_a_branch_record_naming_a_system_without_messages_is_a_validation_error() -> None:
+    record = _branch().to_dict()
+    del record["messages"]
+    assert_record_refused(Branch.from_dict, record, "names a system message but holds no messages", ("system",))
+    record["system"] = None
+    assert len(Branch.from_dict(record).msgs) == 0  # no history at all: an empty one
 
 
 def test_a_branch_record_naming_its_system_in_upper_case_loads() -> None:

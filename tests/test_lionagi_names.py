@@ -104,3 +104,20 @@ def test_is_homogenous_as_lionagi_reads_it() -> None:
     assert Pile([sub, Instruction()]).is_homogenous()
     assert Pile([base, sub]).is_homogenous()  # every item an instance of the first one's class
     assert not Pile([sub, base]).is_homogenous()
+
+
+def test_is_homogenous_reads_the_items_in_the_order_they_were_added_as_lionagis_collections() -> None:
+    sub, base = Instruction(), Message()
+    pile = Pile([sub])
+    pile.insert(0, base)  # first in order, but added after the Instruction
+    assert [type(item) for item in pile] == [Message, Instruction]
+    assert not pile.is_homogenous()
+
+
+def test_options_choose_a_containers_parts_too() -> None:
+    pile = Pile([Instruction()])
+    kept = ["created_at", "id", "metadata", "strict_type"]
+    assert sorted(pile.to_dict(exclude={"collections", "progression", "item_type"})) == kept
+    assert list(pile.to_dict(include={"id"})) == ["id"]
+    assert list(pile.to_dict(exclude={"collections": True, "metadata": True}, include={"id", "collections"})) == ["id"]
+    assert json.loads(pile.to_json(exclude={"collections"})).keys() == pile.to_dict(exclude={"collections"}).keys()

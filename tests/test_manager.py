@@ -455,7 +455,10 @@ def test_an_async_history_listener_is_refused_before_anything_changes(
     manager.on_message_added.append(seen.append)
     manager.on_history_changed.append(listener)
     before = snapshot(manager)
-    message = f"^on_history_changed callback .* is async and cannot run on the sync {re.escape(method)} path: it must"
+    message = (
+        f"^on_history_changed callback .* is async, but history listeners run synchronously "
+        rf"\(here from {re.escape(method)}\): it must be a plain function$"
+    )
     system = manager.system
     assert system is not None
     system_before = system.to_dict()
@@ -1192,20 +1195,30 @@ def test_a_manager_record_with_an_unknown_key_is_a_validation_error(tmp_path: An
         Branch.from_dict(branch_record)
 
 
+def _generator() -> Any:
+    return (n for n in range(3))
+
+
 @pytest.mark.parametrize(
-    "arguments",
+    "change",
     [
-        {"instruction": "x", "context": (n for n in range(3))},
-        {"instruction": "x", "context": [{"rows": (n for n in range(3))}]},
-        {"instruction": "x", "guidance": "g", "context": [1, iter(lambda: 0, 1)]},  # a callable_iterator
-        {"assistant_response": "a"},  # revised below with a generator in its metadata
+        lambda manager, stored: {"instruction": "x", "context": _generator()},
+        lambda manager, stored: {"instruction": "x", "context": [{"rows": _generator()}]},
+        lambda manager, stored: {"instruction": "x", "context": [OrderedDict(rows=_generator())]},  # a subclass
+        lambda manager, stored: {"instruction": "x", "context": [1, iter(lambda: 0, 1)]},  # a callable_iterator
+        lambda manager, stored: {"action_request": stored[1], "action_output": iter(map(str, "ab"))},
+        # A stored message revised: refused before the revision (metadata is copied before any builder runs).
+        lambda manager, stored: {"instruction": stored[0], "guidance": "new", "metadata": {"rows": _generator()}},
+        lambda manager, stored: {"system": manager.system, "recipient": "someone", "metadata": {"k": _generator()}},
     ],
 )
-def test_an_iterator_given_as_content_is_refused_before_anything_changes(arguments: dict[str, Any]) -> None:
+def test_an_iterator_given_as_content_is_refused_before_anything_changes(
+    change: Callable[[MessageManager, list[Message]], dict[str, Any]],
+) -> None:
     # The first record written would hold its items and the next none; rendering would show the object.
-    manager = MessageManager(messages=[Instruction()])
-    if "assistant_response" in arguments:
-        arguments = {"action_request": manager.add_message(action_function="f"), "action_output": iter(map(str, "ab"))}
+    manager = MessageManager(system=System(content={"system_message": "S"}))
+    stored = [manager.add_message(instruction="old"), manager.add_message(action_function="f")]
+    arguments = change(manager, stored)
     before = snapshot(manager)
     with pytest.raises(TypeError, match=r"^a message cannot keep an iterator \(\w+\): writing it would use it up"):
         manager.add_message(**arguments)

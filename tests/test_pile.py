@@ -1133,7 +1133,9 @@ def test_a_pile_out_of_step_with_its_shared_progression_says_so_where_it_would_f
     stray = uuid4()
     pile.progression.append(stray)
     unheld = f"^the pile is out of step with its progression: its progression orders {stray}, which the pile"
-    for read in (list, Pile.values, Pile.items, Pile.to_dict, Pile.to_json):
+    readers: list[Callable[[Pile[Any]], Any]] = [list, Pile.values, Pile.items, Pile.to_dict, Pile.to_json]
+    readers += [lambda p: p[-1], lambda p: p[0:3], lambda p: p.filter_by_type(Instruction)]
+    for read in readers:
         with pytest.raises(ValueError, match=unheld) as raised:
             read(pile)
         assert raised.type is ValueError

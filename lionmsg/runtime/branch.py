@@ -240,11 +240,12 @@ class Branch(Element):
         if type(user) is str:  # as a message record's sender: a name stays a name, even bare hex
             address = record_address(user)
             record["user"] = PlainName(address) if type(address) is str else address
-        messages = record.pop("messages", None)
         system_id = record.pop("system", None)
-        if messages is not None:  # the manager's errors are the Branch record's, at the same places
-            manager_record = {"messages": messages, "system": system_id}
+        if "messages" in record:  # the manager's errors are the Branch record's, at the same places
+            manager_record = {"messages": record.pop("messages"), "system": system_id}
             record["msgs"] = part_of_record(cls, (), functools.partial(MessageManager.from_dict, manager_record))
+        elif system_id is not None:
+            raise record_error(cls, ("system",), "the record names a system message but holds no messages", system_id)
 
 
 def _check_recorded_view(cls: type[Branch], metadata: Any) -> None:

@@ -86,8 +86,8 @@ def history_preflight(listeners: Sequence[Callable[[Any], Any]], path: str) -> N
     for listener in listeners:
         if is_async_callback(listener):
             raise TypeError(
-                f"on_history_changed callback {listener!r} is async and cannot run on the sync {path} path: "
-                "it must be a plain function"
+                f"on_history_changed callback {listener!r} is async, but history listeners run synchronously "
+                f"(here from {path}): it must be a plain function"
             )
         if not callable(listener):
             raise _not_callable("on_history_changed", listener)

@@ -200,7 +200,9 @@ class Element(BaseModel):
         which `from_dict` may not load."""
         check_mode(mode)
         try:
-            record = self.model_dump(mode=mode, **options) if options else self._unchecked_record(mode)
+            record = (
+                _chosen(self.model_dump(mode=mode, **options), options) if options else self._unchecked_record(mode)
+            )
         except RecursionError:
             raise ValueError(UNWRITABLE_DEPTH) from None
         if mode == "json":
@@ -223,6 +225,8 @@ class Element(BaseModel):
     def to_json(self, decode: Literal[True] = True, **options: Any) -> str: ...
     @overload
     def to_json(self, decode: Literal[False], **options: Any) -> bytes: ...
+    @overload
+    def to_json(self, decode: bool = ..., **options: Any) -> str | bytes: ...
     def to_json(self, decode: bool = True, **options: Any) -> str | bytes:
         """The record as compact JSON text: `to_dict(**options)` written out, so what it refuses (NaN, an
         infinity, bytes that are not UTF-8) is a ValueError here too, wherever it sits. `decode=False`
@@ -307,6 +311,19 @@ class Element(BaseModel):
 
 
 _CLASSES_BY_NAME.setdefault(Element, {})["Element"] = Element
+
+
+def _chosen(record: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """A dump's top-level keys as `include`/`exclude` choose them: pydantic applies them to fields, but a
+    container's serializer adds its parts (a pile's `collections`, a branch's `messages`) itself."""
+    include, exclude = options.get("include"), options.get("exclude")
+    if include is not None:
+        record = {key: value for key, value in record.items() if key in include}
+    if isinstance(exclude, Mapping):  # {name: True} leaves a key out; {name: {...}} reaches inside it
+        record = {key: value for key, value in record.items() if exclude.get(key) not in (True, ...)}
+    elif exclude is not None:
+        record = {key: value for key, value in record.items() if key not in exclude}
+    return record
 
 
 class Node(Element):

@@ -95,8 +95,10 @@ def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metada
     if metadata is not None and not _is_metadata(metadata):  # first: the builders may update in place
         raise TypeError(f"metadata must be a mapping with string keys, got {metadata!r}")
     kind = _kind(arguments)
+    extra_copy = None
     if metadata:
         _check_extra(arguments.get(kind))  # the message it names is the one updated (and returned)
+        extra_copy = owned_copy(dict(metadata))  # before any builder revises a message: it may refuse
     given = {
         name: value for name, value in arguments.items() if (value is not None if name in _GIVEN_UNLESS_NONE else value)
     }
@@ -112,11 +114,11 @@ def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metada
     if recipient is not None:
         routing["recipient"] = recipient
     message = _BUILDERS[kind](given, routing)
-    if metadata:  # LionAGI's place for it: merged into metadata["extra"], the caller's values copied
+    if extra_copy is not None:  # LionAGI's place for it: merged into metadata["extra"], the caller's values copied
         extra = message.metadata.get("extra")
         if extra is None:
             extra = message.metadata["extra"] = {}
-        extra.update(owned_copy(dict(metadata)))
+        extra.update(extra_copy)
     return message
 
 

@@ -153,6 +153,13 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
             except KeyError:
                 raise self._out_of_step() from None
 
+    def _held(self, ident: UUID) -> T:
+        """The item of an id the pile's order names (ValueError when the pile is out of step with it)."""
+        try:
+            return self._items[ident.int]
+        except KeyError:
+            raise self._out_of_step() from None
+
     def _out_of_step(self) -> ValueError:
         problem = out_of_step(self)
         return ValueError("the pile is out of step with its progression" if problem is None else problem[1])
@@ -183,11 +190,11 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                 return found
         if isinstance(key, slice):
             with self._lock:
-                chosen = [self._items[ident.int] for ident in self._progression._ids[key]]
+                chosen = [self._held(ident) for ident in self._progression._ids[key]]
             return self._like(chosen)
         if _is_position(key):  # the progression reads an `__index__` object (a numpy int) as its int
             with self._lock:
-                return self._items[self._progression[key].int]
+                return self._held(self._progression[key])
         ident = to_uuid(key)
         try:
             return self._items[ident.int]
@@ -198,9 +205,11 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         return self._progression.index(ref)
 
     def is_homogenous(self) -> bool:
-        """Whether every item is an instance of the first one's class, in order (LionAGI's name and rule:
-        so a subclass after its base counts as the same kind, a base after its subclass does not)."""
-        items = self.values()  # as of one moment
+        """Whether every item is an instance of the class of the first one added (LionAGI's name and rule,
+        in the order items were added, as LionAGI's collections keep it: a subclass after its base counts
+        as the same kind, a base after its subclass does not)."""
+        with self._lock:
+            items = list(self._items.values())
         return len(items) < 2 or all(isinstance(item, type(items[0])) for item in items)
 
     @overload
@@ -263,7 +272,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
             with self._lock:
                 order = reversed(self._progression) if reverse else iter(self._progression)
                 for ident in order:
-                    item = self._items[ident.int]
+                    item = self._held(ident)
                     if type(item) in wanted if strict_type else isinstance(item, classes):
                         chosen.append(item)
                         if len(chosen) == num_items:

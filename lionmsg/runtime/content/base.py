@@ -263,12 +263,9 @@ def _refuse_iterators(value: Any) -> None:
                 f"a message cannot keep an iterator ({type(item).__name__}): writing it would use it up; "
                 "pass a list of its items"
             )
-        if type(item) in _WALKED and id(item) not in seen:  # a value may hold itself
-            seen.add(id(item))
-            pending.extend(item.values() if type(item) is dict else item)
-
-
-_WALKED = frozenset({dict, list, tuple, set, frozenset})
+        if isinstance(item, (Mapping, list, tuple, set, frozenset)) and id(item) not in seen:  # subclasses too
+            seen.add(id(item))  # a value may hold itself
+            pending.extend(item.values() if isinstance(item, Mapping) else item)
 
 
 def own_container(value: list[Any] | dict[Any, Any]) -> Any:
