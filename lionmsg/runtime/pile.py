@@ -269,14 +269,18 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         chosen: list[T] = []
         classes = tuple(wanted)
         if num_items != 0:  # LionAGI returns every match for 0; none is what was asked for
+            items = self._items
             with self._lock:
                 order = reversed(self._progression) if reverse else iter(self._progression)
-                for ident in order:
-                    item = self._held(ident)
-                    if type(item) in wanted if strict_type else isinstance(item, classes):
-                        chosen.append(item)
-                        if len(chosen) == num_items:
-                            break
+                try:
+                    for ident in order:
+                        item = items[ident.int]
+                        if type(item) in wanted if strict_type else isinstance(item, classes):
+                            chosen.append(item)
+                            if len(chosen) == num_items:
+                                break
+                except KeyError:
+                    raise self._out_of_step() from None
         if as_pile:
             return Pile(chosen, item_type=wanted, strict_type=strict_type)
         return chosen
