@@ -160,11 +160,10 @@ def _read(path: str, stdin: TextIO | None) -> str:
     if path == "-":
         return _decode(path, _stdin_bytes(stdin))
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise _not_utf8(path, error) from None
+        raw = Path(path).read_bytes()  # decoded as standard input is: a lone CR is no line end in either
     except OSError as error:
         raise UsageError(f"cannot read {_quoted(path)}: {error.strerror or error}") from None
+    return _decode(path, raw)
 
 
 def _not_utf8(path: str, error: UnicodeDecodeError) -> UsageError:

@@ -988,3 +988,16 @@ def test_a_record_too_deep_for_jsonschema_is_one_error_not_a_traceback() -> None
     assert [str(error) for error in errors] == [
         "$: nested too deeply to validate (jsonschema recurses per level) (schema: )"
     ]
+
+
+def test_a_file_and_standard_input_holding_the_same_bytes_get_the_same_verdict(tmp_path: Path) -> None:
+    # JSON Lines end at "\n" only: a lone CR is white space inside a line, from a file as from stdin.
+    text = json.dumps(GOOD) + "\r" + json.dumps(GOOD) + "\r"
+    path = tmp_path / "cr.jsonl"
+    path.write_bytes(text.encode())
+    status, out = run("validate", path)
+    from_stdin = _script("validate", "-", stdin=text)
+    assert (status, from_stdin.returncode) == (1, 1)
+    reported = [line.split(":", 1)[1] for line in out.splitlines() if "not valid JSON" in line]
+    assert reported == [line.split(":", 1)[1] for line in from_stdin.stdout.splitlines() if "not valid JSON" in line]
+    assert reported == [f"1: not valid JSON: Extra data (column {len(json.dumps(GOOD)) + 2})"]

@@ -375,6 +375,11 @@ INVALID: list[tuple[str, bytes, str]] = [
         "unknown kind 'Pile' (expected one of MessageManager, Branch, Exchange)",
     ),
     (
+        "a version too long to spell",
+        (b'{"format": "%s", "version": ' % SNAPSHOT_FORMAT.encode()) + b"9" * 5000 + b', "kind": "Branch", "data": {}}',
+        "snapshot version <an integer too long to show> is not supported (this lionmsg reads version 1)",
+    ),
+    (
         "data not an object",
         json.dumps(document(data=[])).encode(),
         "invalid MessageManager data: a list, not an object",

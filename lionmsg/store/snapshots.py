@@ -104,15 +104,23 @@ def _check_header(name: str, document: Any) -> type[MessageManager] | type[Branc
     version = document.get("version")
     if type(version) is not int or version != SNAPSHOT_VERSION:
         raise SnapshotError(
-            name, f"snapshot version {version!r} is not supported (this lionmsg reads version {SNAPSHOT_VERSION})"
+            name, f"snapshot version {_shown(version)} is not supported (this lionmsg reads version {SNAPSHOT_VERSION})"
         )
     if set(document) != _KEYS:
         missing, extra = sorted(_KEYS - set(document)), sorted(set(document) - _KEYS)
         raise SnapshotError(name, f"a snapshot has exactly the keys {sorted(_KEYS)}; missing {missing}, extra {extra}")
     kind = document["kind"]
     if not isinstance(kind, str) or kind not in _KINDS:
-        raise SnapshotError(name, f"unknown kind {kind!r} (expected one of {', '.join(_KINDS)})")
+        raise SnapshotError(name, f"unknown kind {_shown(kind)} (expected one of {', '.join(_KINDS)})")
     return _KINDS[kind]
+
+
+def _shown(value: Any) -> str:
+    """`repr(value)`, or what it is when Python refuses to spell it (an integer beyond its digit limit)."""
+    try:
+        return repr(value)
+    except ValueError:
+        return "<an integer too long to show>" if isinstance(value, int) else "<a value too long to show>"
 
 
 def _replace_atomically(path: Path, payload: bytes) -> None:
