@@ -413,10 +413,11 @@ def _histories(path: str, branch: str | None) -> Iterator[tuple[str, list[Any]]]
     if stdin:
         raw = _stdin_bytes(sys.stdin)
         head = raw[: len(_SQLITE_HEADER)]
-    else:
+    else:  # opened once: a pipe or a FIFO cannot be read again
         try:
             with open(path, "rb") as file:
                 head = file.read(len(_SQLITE_HEADER))
+                raw = b"" if head == _SQLITE_HEADER else head + file.read()  # a store: SQLite reads it
         except OSError as error:
             raise UsageError(f"cannot read {_quoted(path)}: {error.strerror or error}") from None
     if head == _SQLITE_HEADER:
@@ -426,13 +427,13 @@ def _histories(path: str, branch: str | None) -> Iterator[tuple[str, list[Any]]]
         return
     if branch is not None:
         raise UsageError("--branch applies to a SQLite store only")
-    text = _decode(path, raw) if stdin else _read(path, None)
+    text = _decode(path, raw)
     if not path.endswith(_JSON_LINES_SUFFIXES):
         document = _one_value(text)  # not JSON (or too deep to read): the entries below report it
         if isinstance(document, dict) and document.get("format") == "lionmsg-snapshot":
             if stdin:
                 raise UsageError("show -: a snapshot cannot be read from standard input; name its file")
-            yield from _snapshot_histories(path)
+            yield from _snapshot_histories(path, raw)
             return
     yield _quoted(path), [_load_record(entry) for entry in _entries(path, text)]
 
@@ -450,12 +451,12 @@ def _store_histories(path: str, branch: str | None) -> Iterator[tuple[str, list[
             yield f"branch {_quoted(key)} ({len(manager)} messages)", list(manager)
 
 
-def _snapshot_histories(path: str) -> Iterator[tuple[str, list[Any]]]:
+def _snapshot_histories(path: str, raw: bytes) -> Iterator[tuple[str, list[Any]]]:
     from lionmsg.runtime.branch import Branch
     from lionmsg.runtime.exchange import Exchange
-    from lionmsg.store import load_snapshot
+    from lionmsg.store.snapshots import snapshot_from_bytes
 
-    held = load_snapshot(path)
+    held = snapshot_from_bytes(path, raw)
     if isinstance(held, Exchange):
         for owner in held.owner_ids:
             flow = held.get(owner)

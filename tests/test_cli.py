@@ -17,7 +17,7 @@ from uuid import UUID
 
 import pytest
 
-from lionmsg import MessageManager
+from lionmsg import Message, MessageManager
 from lionmsg.cli import main
 from lionmsg.runtime.render.table import address_label, conversation_table
 from lionmsg.runtime.wire import loads_json
@@ -1001,3 +1001,17 @@ def test_a_file_and_standard_input_holding_the_same_bytes_get_the_same_verdict(t
     reported = [line.split(":", 1)[1] for line in out.splitlines() if "not valid JSON" in line]
     assert reported == [line.split(":", 1)[1] for line in from_stdin.stdout.splitlines() if "not valid JSON" in line]
     assert reported == [f"1: not valid JSON: Extra data (column {len(json.dumps(GOOD)) + 2})"]
+
+
+def test_show_reads_a_file_once_so_a_pipe_works_too(tmp_path: Path) -> None:
+    # /dev/stdin names the pipe the test writes: readable once, as a FIFO or `<(...)` is.
+    from lionmsg.store import save_snapshot
+
+    records = _script("show", "/dev/stdin", stdin=json.dumps(GOOD))
+    assert (records.returncode, records.stderr) == (0, "")
+    assert "Message" in records.stdout
+    snapshot = tmp_path / "history.json"
+    save_snapshot(MessageManager(messages=[Message.from_dict(GOOD)]), snapshot)
+    shown = _script("show", "/dev/stdin", stdin=snapshot.read_text())
+    assert (shown.returncode, shown.stderr) == (0, "")
+    assert shown.stdout.startswith("history (1 messages)")

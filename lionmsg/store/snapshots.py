@@ -72,10 +72,14 @@ def load_snapshot(path: str | os.PathLike[str], kind: type[T]) -> T: ...
 def load_snapshot(path: str | os.PathLike[str], kind: type[Any] | None = None) -> Any:
     """The object a snapshot file holds (of `kind`, when given). A file that is not a valid snapshot,
     or holds another kind, is a SnapshotError naming it; a missing file is a FileNotFoundError."""
-    name = os.fspath(path)
     if kind is not None and kind not in _KINDS.values():
         raise TypeError(f"kind must be MessageManager, Branch or Exchange, got {kind!r}")
-    raw = Path(path).read_bytes()
+    return snapshot_from_bytes(os.fspath(path), Path(path).read_bytes(), kind)
+
+
+def snapshot_from_bytes(name: str, raw: bytes, kind: type[Any] | None = None) -> Any:
+    """`load_snapshot` of a file's bytes, already read (`name` names it in errors): what reads a file
+    once, as `lionmsg show` does (a pipe cannot be read twice)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
