@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from lionmsg.runtime.wire import loads_json
 from lionmsg.schema.files import BUNDLE_NAME, KINDS, load_schema, schema_dir, schema_names
@@ -485,8 +485,16 @@ def _load_record(entry: _Entry) -> Any:
 # -- entry point -----------------------------------------------------------------------------------
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its error messages escaped as every other message on stderr is: it quotes
+    some arguments it names (`invalid int value: '...'`) but writes unrecognized ones as given."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(_escaped(message))
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lionmsg", description="Message records: schemas, validation, fuzzing.")
+    parser = _Parser(prog="lionmsg", description="Message records: schemas, validation, fuzzing.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     schema = commands.add_parser("schema", help="print a schema (the record union by default)")

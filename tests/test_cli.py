@@ -1015,3 +1015,11 @@ def test_show_reads_a_file_once_so_a_pipe_works_too(tmp_path: Path) -> None:
     shown = _script("show", "/dev/stdin", stdin=snapshot.read_text())
     assert (shown.returncode, shown.stderr) == (0, "")
     assert shown.stdout.startswith("history (1 messages)")
+
+
+def test_an_unrecognized_argument_is_escaped_in_the_usage_error() -> None:
+    done = _script("fuzz", "\x1b]0;title\x07")
+    assert done.returncode == 2
+    assert "\x1b" not in done.stderr
+    assert "\x07" not in done.stderr
+    assert done.stderr.endswith("lionmsg: error: unrecognized arguments: \\u001b]0;title\\u0007\n")
