@@ -31,10 +31,13 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from lionmsg.runtime.wire import loads_json
 from lionmsg.schema.files import BUNDLE_NAME, KINDS, load_schema, schema_dir, schema_names
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 __all__ = ["main"]
 
@@ -106,11 +109,16 @@ class _Output:
 
 def _complain(message: str) -> None:
     """`lionmsg: <message>` on standard error, with what a terminal would act on escaped (a message may
-    quote a file name or a record). Nothing when there is no standard error, or it cannot be written."""
+    quote a file name or a record)."""
+    _to_stderr(f"lionmsg: {_escaped(message)}\n")
+
+
+def _to_stderr(text: str) -> None:
+    """Nothing when there is no standard error, or it cannot be written: there is nowhere to say so."""
     if sys.stderr is None:
         return
     with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write(f"lionmsg: {_escaped(message)}\n")
+        sys.stderr.write(text)
         sys.stderr.flush()
 
 
@@ -486,18 +494,34 @@ def _load_record(entry: _Entry) -> Any:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, its error messages escaped as every other message on stderr is: it quotes
-    some arguments it names (`invalid int value: '...'`) but writes unrecognized ones as given."""
+    """argparse's parser, writing as the commands do. Help goes to the command's output, so a full disk
+    or a reader who left is met as a command meets it (argparse ignores a failed write, and exits 0
+    when the output never received the help). Usage errors go to standard error only (argparse writes
+    their usage line to standard output when there is no standard error), their message escaped as
+    every other message there is: argparse quotes some arguments it names (`invalid int value: '...'`)
+    but writes unrecognized ones as given."""
+
+    def __init__(self, *args: Any, output: _Output, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._output = output
+
+    def print_help(self, file: SupportsWrite[str] | None = None) -> None:
+        if file is not None:
+            super().print_help(file)
+            return
+        self._output.write(self.format_help())
+        self._output.flush()  # before argparse exits: a failed write is reported by `_main`
 
     def error(self, message: str) -> NoReturn:
-        super().error(_escaped(message))
+        _to_stderr(f"{self.format_usage()}{self.prog}: error: {_escaped(message)}\n")
+        sys.exit(EXIT_USAGE)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="lionmsg", description="Message records: schemas, validation, fuzzing.")
+def _parser(output: _Output) -> argparse.ArgumentParser:
+    parser = _Parser(prog="lionmsg", description="Message records: schemas, validation, fuzzing.", output=output)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    schema = commands.add_parser("schema", help="print a schema (the record union by default)")
+    schema = commands.add_parser("schema", output=output, help="print a schema (the record union by default)")
     schema.add_argument(
         "name",
         nargs="?",
@@ -509,7 +533,9 @@ def _parser() -> argparse.ArgumentParser:
     shown.add_argument("--list", action="store_true", help="list the schema files and the bundle")
     schema.set_defaults(run=_schema, parser=schema)
 
-    validate = commands.add_parser("validate", help="validate JSON or JSON Lines records against the schemas")
+    validate = commands.add_parser(
+        "validate", output=output, help="validate JSON or JSON Lines records against the schemas"
+    )
     validate.add_argument(
         "files",
         nargs="+",
@@ -519,13 +545,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     validate.set_defaults(run=_validate)
 
-    fuzz = commands.add_parser("fuzz", help="emit schema-generated records as JSON Lines")
+    fuzz = commands.add_parser("fuzz", output=output, help="emit schema-generated records as JSON Lines")
     fuzz.add_argument("--count", type=_count, default=10, help="how many records (default 10)")
     fuzz.add_argument("--kind", help=f"one kind: {', '.join(KINDS)} (default: all)")
     fuzz.add_argument("--seed", type=int, default=None, help="make the output reproducible")
     fuzz.set_defaults(run=_fuzz)
 
-    show = commands.add_parser("show", help="print a stored history as a conversation table")
+    show = commands.add_parser("show", output=output, help="print a stored history as a conversation table")
     show.add_argument(
         "file",
         metavar="FILE",
@@ -583,13 +609,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None, stream: TextIO | None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "schema" and args.name is not None and (args.list or args.bundle):
-        option = "--list" if args.list else "--bundle"
-        args.parser.error(f"argument {option}: not allowed with argument NAME")
     output = _Output(stream)
     try:
         try:
+            args = _parser(output).parse_args(argv)  # --help writes to the output, then exits 0
+            if args.command == "schema" and args.name is not None and (args.list or args.bundle):
+                option = "--list" if args.list else "--bundle"
+                args.parser.error(f"argument {option}: not allowed with argument NAME")
             status: int = args.run(args, output)
         except UsageError as error:
             _complain(str(error))

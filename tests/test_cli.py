@@ -926,6 +926,8 @@ OUTPUT_CASES = [
     (["fuzz", "--count", "3", "--seed", "1"], 0, ""),
     (["show", rel(VALID[0])], 0, ""),
     (["show", rel(VALID[0]), "--branch", "x"], 2, "lionmsg: --branch applies to a SQLite store only\n"),
+    (["--help"], 0, ""),  # help is a command's output too (argparse ignores a failed write of it)
+    (["fuzz", "--help"], 0, ""),
 ]
 
 
@@ -967,7 +969,9 @@ def test_a_write_error_of_the_given_stream_is_reported(capsys: pytest.CaptureFix
     assert capsys.readouterr().err == "lionmsg: cannot write the output: No space left on device\n"
 
 
-@pytest.mark.parametrize("args", [["fuzz", "--count", "50"], ["schema", "--bundle"], ["show", rel(VALID[0])]])
+@pytest.mark.parametrize(
+    "args", [["fuzz", "--count", "50"], ["schema", "--bundle"], ["show", rel(VALID[0])], ["--help"]]
+)
 def test_the_other_commands_stop_with_status_0_when_the_reader_leaves(args: list[str]) -> None:
     process = subprocess.Popen([SCRIPT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
     assert process.stdout is not None
@@ -975,6 +979,28 @@ def test_the_other_commands_stop_with_status_0_when_the_reader_leaves(args: list
     process.stdout.close()
     errors = process.stderr.read()
     assert (process.wait(timeout=120), errors) == (0, b"")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["show", "-h"]])
+def test_help_goes_to_the_given_stream(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as raised:
+        main(args, out=out)
+    assert raised.value.code == 0
+    prog = " ".join(["lionmsg", *args[:-1]])
+    assert out.getvalue().startswith(f"usage: {prog} [-h]")
+    assert capsys.readouterr() == ("", "")
+
+
+def test_help_that_cannot_be_written_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"], out=_FullStream()) == 2
+    assert capsys.readouterr().err == "lionmsg: cannot write the output: No space left on device\n"
+
+
+def test_a_usage_error_with_standard_error_closed_writes_nothing_to_the_output() -> None:
+    # argparse writes its usage line to standard output when there is no standard error.
+    done = _shell(f"{shlex.quote(str(SCRIPT))} fuzz --count x 2>&-")
+    assert (done.returncode, done.stdout) == (2, "")
 
 
 def test_a_record_too_deep_for_jsonschema_is_one_error_not_a_traceback() -> None:

@@ -189,7 +189,10 @@ def test_an_empty_branch_id_is_a_usage_error(tmp_path: Path, capsys: pytest.Capt
     [
         (["CREATE TABLE things (x)"], "a SQLite database, but not a lionmsg store"),
         (["CREATE TABLE t (x)", "DROP TABLE t"], "an empty SQLite database, not a lionmsg store"),
+        # in WAL mode: SQLite's read-only open would leave -wal and -shm files beside it
+        (["PRAGMA journal_mode = WAL", "CREATE TABLE things (x)"], "a SQLite database, but not a lionmsg store"),
     ],
+    ids=["foreign", "empty", "foreign-in-wal-mode"],
 )
 def test_a_foreign_or_empty_sqlite_file_is_refused_and_left_alone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], statements: list[str], problem: str
@@ -204,6 +207,7 @@ def test_a_foreign_or_empty_sqlite_file_is_refused_and_left_alone(
     assert status == 1
     assert capsys.readouterr().err == f"lionmsg: store {str(path)!r}: {problem}\n"
     assert path.read_bytes() == raw
+    assert [entry.name for entry in tmp_path.iterdir()] == ["other.db"]
 
 
 def test_showing_a_store_changes_nothing_even_while_a_writer_holds_its_lock(tmp_path: Path) -> None:

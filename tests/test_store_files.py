@@ -5,6 +5,7 @@ text (CorruptStoreError), and how SQLite's errors are told apart on every Python
 from __future__ import annotations
 
 import multiprocessing
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -248,6 +249,37 @@ def test_a_closed_store_is_one_file_and_a_read_only_open_creates_nothing(path: P
         assert listing(path.parent) == ["histories.db"]
     assert listing(path.parent) == ["histories.db"]
     assert path.read_bytes() == raw
+
+
+@pytest.mark.parametrize(
+    ("statements", "problem"),
+    [
+        (["CREATE TABLE things (x)"], "a SQLite database, but not a lionmsg store"),
+        (["PRAGMA application_id = 1"], "a SQLite database, but not a lionmsg store"),
+        ([], "an empty SQLite database, not a lionmsg store"),
+    ],
+    ids=["tables", "another-application", "empty"],
+)
+def test_a_read_only_open_refuses_a_foreign_file_in_wal_mode_leaving_no_files(
+    tmp_path: Path, statements: list[str], problem: str
+) -> None:
+    # SQLite's read-only open of a file in WAL mode with no -wal file creates -wal and -shm files and
+    # cannot remove them: such a file is read as immutable first, and refused before that open.
+    database = tmp_path / "other.db"
+    for statement in ["PRAGMA journal_mode = WAL", *statements]:
+        execute(database, statement)
+    assert (journal_mode(database), listing(tmp_path)) == ("wal", ["other.db"])
+    raw = database.read_bytes()
+    with pytest.raises(StoreError, match=f"^{re.escape(f'store {str(database)!r}: {problem}')}$"):
+        SQLiteStore(database, read_only=True)
+    assert (listing(tmp_path), database.read_bytes()) == (["other.db"], raw)
+
+
+def test_a_store_left_in_wal_mode_still_opens_read_only(path: Path) -> None:
+    manager = stored(path)
+    execute(path, "PRAGMA journal_mode = WAL")  # as a writer that could not switch it back leaves it
+    assert (journal_mode(path), listing(path.parent)) == ("wal", ["histories.db"])
+    assert_same_history(loaded(path), manager)
 
 
 def test_while_a_writer_is_open_the_store_is_in_wal_mode(path: Path) -> None:

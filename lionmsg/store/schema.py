@@ -22,6 +22,7 @@ database needs (SQLite would create them if it could, and a read-only connection
 
 from __future__ import annotations
 
+import os
 import random
 import sqlite3
 import time
@@ -68,6 +69,9 @@ _TABLES = (
     f"PRAGMA user_version = {FORMAT_VERSION}",
 )
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_HEADER_SIZE = 100  # byte 18 is 2 in WAL mode (the file format's write version)
+
 
 def prepare(connection: sqlite3.Connection, path: str, synchronous: str, timeout: float) -> None:
     """Switch the connection to WAL with the given `synchronous` level and make sure the file is a
@@ -109,6 +113,31 @@ def check_store(connection: sqlite3.Connection, path: str, timeout: float) -> No
         retry_busy(connection, timeout, attempt)
     except sqlite3.Error as exc:
         raise store_error(f"cannot open store {path!r}: {exc}", exc) from exc
+
+
+def check_before_read_only_open(path: str, timeout: float) -> None:
+    """Before a read-only open: refuse a file in WAL mode with no -wal file beside it that is not a
+    lionmsg store of this format, without leaving anything behind. SQLite's read-only open of such a
+    file creates -wal and -shm files, which it cannot remove (a closed lionmsg store is never in that
+    mode: `release`); read as immutable instead, which takes no locks and creates nothing. With a -wal
+    file present, the file's content is not all in it (a writer has it open), so the open below checks.
+    Raises what `check_store` raises; an unreadable or non-SQLite file is left to the open below."""
+    try:
+        with open(path, "rb") as file:
+            header = file.read(_HEADER_SIZE)
+    except OSError:
+        return
+    in_wal_mode = len(header) == _HEADER_SIZE and header.startswith(_SQLITE_MAGIC) and header[18] == 2
+    if not in_wal_mode or os.path.lexists(f"{path}-wal"):
+        return
+    try:
+        connection = sqlite3.connect(f"{Path(path).absolute().as_uri()}?immutable=1", uri=True, isolation_level=None)
+    except sqlite3.Error:
+        return
+    try:
+        check_store(connection, path, timeout)
+    finally:
+        connection.close()
 
 
 def release(connection: sqlite3.Connection) -> bool:

@@ -74,7 +74,7 @@ from lionmsg.store.errors import (
     UnwritableRecordError,
 )
 from lionmsg.store.hooks import HistoryEvent, watch_history
-from lionmsg.store.schema import check_store, prepare, release, release_closed
+from lionmsg.store.schema import check_before_read_only_open, check_store, prepare, release, release_closed
 from lionmsg.store.sqlite_errors import store_error
 
 if TYPE_CHECKING:
@@ -155,6 +155,8 @@ class SQLiteStore:
         # Read-only: SQLite's own read-only mode (nothing can be written, not even the WAL switch, and
         # the file must already be a lionmsg store) for looking at a file without changing it.
         target = f"{Path(self.path).absolute().as_uri()}?mode=ro" if read_only else self.path
+        if read_only:
+            check_before_read_only_open(self.path, timeout)
         try:
             connection = sqlite3.connect(
                 target, timeout=timeout, isolation_level=None, check_same_thread=False, uri=read_only
