@@ -282,6 +282,19 @@ def test_a_store_left_in_wal_mode_still_opens_read_only(path: Path) -> None:
     assert_same_history(loaded(path), manager)
 
 
+def test_a_read_only_open_through_a_link_sees_a_new_store_a_writer_has_open(path: Path) -> None:
+    # The new store's tables are still in the -wal file, which SQLite keeps beside the file the link
+    # leads to: the read-only open must find it there, not read the file alone.
+    link = path.parent / "link.db"
+    link.symlink_to(path)
+    manager = MessageManager(system=System(content={"system_message": "s"}))
+    with SQLiteStore(path) as writer:
+        writer.attach(manager, "b")
+        assert listing(path.parent) == ["histories.db", "histories.db-shm", "histories.db-wal", "link.db"]
+        with SQLiteStore(link, read_only=True) as reader:
+            assert_same_history(reader.load("b"), manager)
+
+
 def test_while_a_writer_is_open_the_store_is_in_wal_mode(path: Path) -> None:
     manager = stored(path)
     with SQLiteStore(path) as store:

@@ -118,9 +118,10 @@ def check_store(connection: sqlite3.Connection, path: str, timeout: float) -> No
 def check_before_read_only_open(path: str, timeout: float) -> None:
     """Before a read-only open: refuse a file in WAL mode with no -wal file beside it that is not a
     lionmsg store of this format, without leaving anything behind. SQLite's read-only open of such a
-    file creates -wal and -shm files, which it cannot remove (a closed lionmsg store is never in that
-    mode: `release`); read as immutable instead, which takes no locks and creates nothing. With a -wal
-    file present, the file's content is not all in it (a writer has it open), so the open below checks.
+    file creates -wal and -shm files, which it cannot remove (a lionmsg writer takes its store out of
+    that mode as it closes: `release`); read as immutable instead, which takes no locks and creates
+    nothing. With a -wal file present (where SQLite puts it: beside the file a link leads to), the file
+    alone does not hold every commit (a writer may have it open), so the open below checks.
     Raises what `check_store` raises; an unreadable or non-SQLite file is left to the open below."""
     try:
         with open(path, "rb") as file:
@@ -128,7 +129,7 @@ def check_before_read_only_open(path: str, timeout: float) -> None:
     except OSError:
         return
     in_wal_mode = len(header) == _HEADER_SIZE and header.startswith(_SQLITE_MAGIC) and header[18] == 2
-    if not in_wal_mode or os.path.lexists(f"{path}-wal"):
+    if not in_wal_mode or os.path.lexists(f"{os.path.realpath(path)}-wal"):  # SQLite follows links
         return
     try:
         connection = sqlite3.connect(f"{Path(path).absolute().as_uri()}?immutable=1", uri=True, isolation_level=None)
