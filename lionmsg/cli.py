@@ -376,8 +376,6 @@ def _count(value: str) -> int:
 
 # -- show ------------------------------------------------------------------------------------------
 
-_SQLITE_HEADER = b"SQLite format 3\x00"
-
 
 def _show(args: argparse.Namespace, out: _Output) -> int:
     from lionmsg.runtime.render.table import conversation_table, escape_unprintable
@@ -417,18 +415,20 @@ class _BadRecord(Exception):
 def _histories(path: str, branch: str | None) -> Iterator[tuple[str, list[Any]]]:
     """(title, messages) for each history the file (or standard input, `-`) holds; a title never holds
     a character a terminal would act on (names holding one are quoted, as `_quoted` does)."""
+    from lionmsg.store.schema import SQLITE_HEADER
+
     stdin = path == "-"
     if stdin:
         raw = _stdin_bytes(sys.stdin)
-        head = raw[: len(_SQLITE_HEADER)]
+        head = raw[: len(SQLITE_HEADER)]
     else:  # opened once: a pipe or a FIFO cannot be read again
         try:
             with open(path, "rb") as file:
-                head = file.read(len(_SQLITE_HEADER))
-                raw = b"" if head == _SQLITE_HEADER else head + file.read()  # a store: SQLite reads it
+                head = file.read(len(SQLITE_HEADER))
+                raw = b"" if head == SQLITE_HEADER else head + file.read()  # a store: SQLite reads it
         except OSError as error:
             raise UsageError(f"cannot read {_quoted(path)}: {error.strerror or error}") from None
-    if head == _SQLITE_HEADER:
+    if head == SQLITE_HEADER:
         if stdin:
             raise UsageError("show -: a SQLite store cannot be read from standard input; name its file")
         yield from _store_histories(path, branch)
@@ -494,12 +494,12 @@ def _load_record(entry: _Entry) -> Any:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, writing as the commands do. Help goes to the command's output, so a full disk
-    or a reader who left is met as a command meets it (argparse ignores a failed write, and exits 0
-    when the output never received the help). Usage errors go to standard error only (argparse writes
-    their usage line to standard output when there is no standard error), their message escaped as
-    every other message there is: argparse quotes some arguments it names (`invalid int value: '...'`)
-    but writes unrecognized ones as given."""
+    """argparse's parser, writing as the commands do. Help goes to the command's output and ends in
+    SystemExit as argparse's does: 0 once written or when the reader left, 2 with `cannot write the
+    output` on a full disk (argparse exits 0 having written nothing, or with a traceback on Python
+    3.10). Usage errors go to standard error only (argparse writes their usage line to standard output
+    when there is no standard error), their message escaped as every other message there is: argparse
+    quotes some arguments it names (`invalid int value: '...'`) but writes unrecognized ones as given."""
 
     def __init__(self, *args: Any, output: _Output, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -509,8 +509,14 @@ class _Parser(argparse.ArgumentParser):
         if file is not None:
             super().print_help(file)
             return
-        self._output.write(self.format_help())
-        self._output.flush()  # before argparse exits: a failed write is reported by `_main`
+        try:
+            self._output.write(self.format_help())
+            self._output.flush()  # before argparse exits, which would leave a failed write unreported
+        except BrokenPipeError:
+            pass  # argparse exits 0 next, as a command stops when its reader leaves
+        except _UnwritableOutput as error:
+            _complain(str(error))
+            sys.exit(EXIT_USAGE)
 
     def error(self, message: str) -> NoReturn:
         _to_stderr(f"{self.format_usage()}{self.prog}: error: {_escaped(message)}\n")
@@ -612,7 +618,7 @@ def _main(argv: Sequence[str] | None, stream: TextIO | None) -> int:
     output = _Output(stream)
     try:
         try:
-            args = _parser(output).parse_args(argv)  # --help writes to the output, then exits 0
+            args = _parser(output).parse_args(argv)  # --help and usage errors end in SystemExit
             if args.command == "schema" and args.name is not None and (args.list or args.bundle):
                 option = "--list" if args.list else "--bundle"
                 args.parser.error(f"argument {option}: not allowed with argument NAME")

@@ -275,6 +275,45 @@ def test_a_read_only_open_refuses_a_foreign_file_in_wal_mode_leaving_no_files(
     assert (listing(tmp_path), database.read_bytes()) == (["other.db"], raw)
 
 
+_FOREIGN = "a SQLite database, but not a lionmsg store"
+
+
+def _foreign_wal_file(folder: Path) -> Path:
+    database = folder / "other.db"
+    for statement in ("PRAGMA journal_mode = WAL", "CREATE TABLE things (x)"):
+        execute(database, statement)
+    return database
+
+
+def test_a_file_sqlite_opens_in_wal_mode_by_its_read_version_is_checked_first(tmp_path: Path) -> None:
+    # SQLite opens a WAL when the header's read version (byte 19) is 2, whatever the write version says.
+    database = _foreign_wal_file(tmp_path)
+    with database.open("r+b") as file:
+        file.seek(18)
+        file.write(b"\x01")
+    raw = database.read_bytes()
+    with pytest.raises(StoreError, match=f"^{re.escape(f'store {str(database)!r}: {_FOREIGN}')}$"):
+        SQLiteStore(database, read_only=True)
+    assert (listing(tmp_path), database.read_bytes()) == (["other.db"], raw)
+
+
+def test_an_empty_wal_file_holds_no_commits_so_the_file_is_checked_first(tmp_path: Path) -> None:
+    database = _foreign_wal_file(tmp_path)
+    (tmp_path / "other.db-wal").touch()  # left by a writer that never wrote
+    with pytest.raises(StoreError, match=f"^{re.escape(f'store {str(database)!r}: {_FOREIGN}')}$"):
+        SQLiteStore(database, read_only=True)
+    assert listing(tmp_path) == ["other.db", "other.db-wal"]  # no -shm beside it
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["writer", "read-only"])
+def test_a_store_path_holding_a_nul_character_is_refused(tmp_path: Path, read_only: bool) -> None:
+    # SQLite would open the file named by what comes before it ("a" here).
+    named = str(tmp_path / "a\0b.db")
+    with pytest.raises(ValueError, match=r"^a store path cannot hold a NUL character, got '.*a\\x00b\.db'$"):
+        SQLiteStore(named, read_only=read_only)
+    assert listing(tmp_path) == []
+
+
 def test_a_store_left_in_wal_mode_still_opens_read_only(path: Path) -> None:
     manager = stored(path)
     execute(path, "PRAGMA journal_mode = WAL")  # as a writer that could not switch it back leaves it

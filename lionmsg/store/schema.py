@@ -69,8 +69,14 @@ _TABLES = (
     f"PRAGMA user_version = {FORMAT_VERSION}",
 )
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_HEADER_SIZE = 100  # byte 18 is 2 in WAL mode (the file format's write version)
+SQLITE_HEADER = b"SQLite format 3\x00"  # how every SQLite database file begins
+_HEADER_SIZE = 100  # byte 19 (the file format's read version) is 2 in WAL mode: SQLite opens a WAL then
+
+
+def file_uri(path: str, **parameters: str) -> str:
+    """The `file:` URI SQLite opens `path` by with these parameters (`uri=True`)."""
+    query = "&".join(f"{name}={value}" for name, value in parameters.items())
+    return f"{Path(path).absolute().as_uri()}?{query}"
 
 
 def prepare(connection: sqlite3.Connection, path: str, synchronous: str, timeout: float) -> None:
@@ -115,30 +121,38 @@ def check_store(connection: sqlite3.Connection, path: str, timeout: float) -> No
         raise store_error(f"cannot open store {path!r}: {exc}", exc) from exc
 
 
-def check_before_read_only_open(path: str, timeout: float) -> None:
-    """Before a read-only open: refuse a file in WAL mode with no -wal file beside it that is not a
-    lionmsg store of this format, without leaving anything behind. SQLite's read-only open of such a
-    file creates -wal and -shm files, which it cannot remove (a lionmsg writer takes its store out of
-    that mode as it closes: `release`); read as immutable instead, which takes no locks and creates
-    nothing. With a -wal file present (where SQLite puts it: beside the file a link leads to), the file
-    alone does not hold every commit (a writer may have it open), so the open below checks.
-    Raises what `check_store` raises; an unreadable or non-SQLite file is left to the open below."""
+def check_before_read_only_open(path: str) -> None:
+    """Before a read-only open: refuse a file in WAL mode with no commits in a -wal file beside it that
+    is not a lionmsg store of this format, without leaving anything behind. SQLite's read-only open of
+    such a file creates -wal and -shm files, which it cannot remove (a lionmsg writer takes its store
+    out of that mode as it closes: `release`); read as immutable instead, which takes no locks and
+    creates nothing. A -wal file that is not empty (looked for where SQLite keeps it: beside the file a
+    link leads to) may hold commits the file alone does not (a writer may have it open): then only
+    SQLiteStore's read-only open can tell. Raises what `check_store` raises; an unreadable or
+    non-SQLite file is left to that open."""
     try:
         with open(path, "rb") as file:
             header = file.read(_HEADER_SIZE)
     except OSError:
         return
-    in_wal_mode = len(header) == _HEADER_SIZE and header.startswith(_SQLITE_MAGIC) and header[18] == 2
-    if not in_wal_mode or os.path.lexists(f"{os.path.realpath(path)}-wal"):  # SQLite follows links
+    in_wal_mode = len(header) == _HEADER_SIZE and header.startswith(SQLITE_HEADER) and header[19] == 2
+    if not in_wal_mode or _has_commits_beside(f"{os.path.realpath(path)}-wal"):
         return
     try:
-        connection = sqlite3.connect(f"{Path(path).absolute().as_uri()}?immutable=1", uri=True, isolation_level=None)
+        connection = sqlite3.connect(file_uri(path, immutable="1"), uri=True, isolation_level=None)
     except sqlite3.Error:
         return
     try:
-        check_store(connection, path, timeout)
+        check_store(connection, path, timeout=0)  # an immutable file is never locked
     finally:
         connection.close()
+
+
+def _has_commits_beside(wal: str) -> bool:
+    try:
+        return os.stat(wal).st_size > 0
+    except OSError:  # none (or none to read): nothing SQLite could read either
+        return False
 
 
 def release(connection: sqlite3.Connection) -> bool:
@@ -161,7 +175,7 @@ def release_closed(path: str, attempts: int = 3) -> None:
     writer closes, as it does while a connection stays open. The fresh connection never creates the
     file (a store removed meanwhile stays removed) and changes nothing in a file that is no longer a
     lionmsg store."""
-    target = f"{Path(path).absolute().as_uri()}?mode=rw"
+    target = file_uri(path, mode="rw")
     for attempt in range(attempts):
         if attempt:
             _sleep(0.001 + 0.004 * random.random())

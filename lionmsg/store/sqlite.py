@@ -56,7 +56,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
@@ -74,7 +73,14 @@ from lionmsg.store.errors import (
     UnwritableRecordError,
 )
 from lionmsg.store.hooks import HistoryEvent, watch_history
-from lionmsg.store.schema import check_before_read_only_open, check_store, prepare, release, release_closed
+from lionmsg.store.schema import (
+    check_before_read_only_open,
+    check_store,
+    file_uri,
+    prepare,
+    release,
+    release_closed,
+)
 from lionmsg.store.sqlite_errors import store_error
 
 if TYPE_CHECKING:
@@ -149,14 +155,16 @@ class SQLiteStore:
         if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout >= 0:
             raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
         self.path = os.fspath(path)
+        if "\0" in self.path:  # SQLite would open the file named by what comes before it
+            raise ValueError(f"a store path cannot hold a NUL character, got {self.path!r}")
         self.read_only = read_only
         self._lock = threading.RLock()
         self._attachments: dict[str, Attachment] = {}
         # Read-only: SQLite's own read-only mode (nothing can be written, not even the WAL switch, and
         # the file must already be a lionmsg store) for looking at a file without changing it.
-        target = f"{Path(self.path).absolute().as_uri()}?mode=ro" if read_only else self.path
         if read_only:
-            check_before_read_only_open(self.path, timeout)
+            check_before_read_only_open(self.path)
+        target = file_uri(self.path, mode="ro") if read_only else self.path
         try:
             connection = sqlite3.connect(
                 target, timeout=timeout, isolation_level=None, check_same_thread=False, uri=read_only
