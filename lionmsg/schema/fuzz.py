@@ -7,12 +7,21 @@ Each record of a stream has its own id. Hypothesis favours simple values (a run 
 the all-zero UUID 15 times, and 92 distinct ids in all), while the stream is meant to go into
 pipelines, histories, stores and Exchanges, where a record whose id was seen before replaces that
 message instead of adding one; so an id seen before is replaced by a fresh one.
+
+The seed alone decides the records. Hypothesis (from 6.131.1) also draws constants it finds in the
+source of the loaded modules that are not installed packages (a checkout's lionmsg, the caller's own
+code and tests), so the records of one seed would differ between a checkout and an installed wheel, and
+with whatever the process imported first; it would also cache those constants under `.hypothesis/` in
+the current directory. It has no switch for that (HypothesisWorks/hypothesis#4627), so generation here
+runs with its local constants set aside (`_seed_alone`).
 """
 
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
@@ -65,5 +74,40 @@ def _batch(strategy: SearchStrategy[dict[str, Any]], size: int, seed_value: int)
     def collect(record: dict[str, Any]) -> None:
         batch.append(record)
 
-    collect()
+    with _seed_alone():
+        collect()
     return batch
+
+
+_LOCAL_CONSTANTS_LOCK = threading.RLock()
+
+
+@contextmanager
+def _seed_alone() -> Iterator[None]:
+    """Hypothesis without the constants of local modules (see the module docstring) while generating.
+    Hypothesis offers no public way to do this: its provider module's look-up of those constants is
+    replaced, and the cache of constants it already filtered is emptied before and after, so that the
+    caller's own hypothesis tests get theirs back. Versions before 6.131.1 have no local constants."""
+    from hypothesis.internal.conjecture import providers
+
+    original = getattr(providers, "_get_local_constants", None)
+    if original is None:
+        yield
+        return
+    from hypothesis.internal.constants_ast import Constants  # there since local constants are
+
+    nothing = Constants()
+    with _LOCAL_CONSTANTS_LOCK:  # one thread's restore must not undo another's generation
+        providers._get_local_constants = lambda *args: nothing
+        _forget_filtered_constants(providers)
+        try:
+            yield
+        finally:
+            providers._get_local_constants = original
+            _forget_filtered_constants(providers)
+
+
+def _forget_filtered_constants(providers: Any) -> None:
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    if cache is not None:
+        cache.cache.clear()
