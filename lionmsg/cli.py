@@ -512,8 +512,8 @@ class _Parser(argparse.ArgumentParser):
         try:
             self._output.write(self.format_help())
             self._output.flush()  # before argparse exits, which would leave a failed write unreported
-        except BrokenPipeError:
-            pass  # argparse exits 0 next, as a command stops when its reader leaves
+        except BrokenPipeError:  # the reader left: 0, as a command stops then
+            sys.exit(EXIT_OK)
         except _UnwritableOutput as error:
             _complain(str(error))
             sys.exit(EXIT_USAGE)
