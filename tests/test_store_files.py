@@ -334,6 +334,34 @@ def test_a_read_only_open_through_a_link_sees_a_new_store_a_writer_has_open(path
             assert_same_history(reader.load("b"), manager)
 
 
+def test_a_read_only_open_sees_a_store_a_writer_creates_while_the_file_is_checked(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A writer creating a store switches the file to WAL mode, then commits its tables to the -wal file.
+    # When that happens after the check found no -wal, the file read alone is still empty: the -wal
+    # that appeared decides, as SQLite's read-only open reads it.
+    execute(path, "PRAGMA journal_mode = WAL")
+    manager = MessageManager(system=System(content={"system_message": "s"}))
+    writers: list[SQLiteStore] = []
+    has_commits_beside = store_schema._has_commits_beside
+
+    def writer_creates_the_store_meanwhile(wal: str) -> bool:
+        found = has_commits_beside(wal)
+        if not writers:
+            writers.append(SQLiteStore(path))
+            writers[0].attach(manager, "b")
+        return found
+
+    monkeypatch.setattr(store_schema, "_has_commits_beside", writer_creates_the_store_meanwhile)
+    try:
+        with SQLiteStore(path, read_only=True) as reader:
+            assert_same_history(reader.load("b"), manager)
+    finally:
+        for writer in writers:
+            writer.close()
+    assert len(writers) == 1
+
+
 def test_while_a_writer_is_open_the_store_is_in_wal_mode(path: Path) -> None:
     manager = stored(path)
     with SQLiteStore(path) as store:

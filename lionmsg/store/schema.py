@@ -128,15 +128,17 @@ def check_before_read_only_open(path: str) -> None:
     out of that mode as it closes: `release`); read as immutable instead, which takes no locks and
     creates nothing. A -wal file that is not empty (looked for where SQLite keeps it: beside the file a
     link leads to) may hold commits the file alone does not (a writer may have it open): then only
-    SQLiteStore's read-only open can tell. Raises what `check_store` raises; an unreadable or
-    non-SQLite file is left to that open."""
+    SQLiteStore's read-only open can tell, and so it does when such a -wal appears while the file is
+    read (a writer creating the store commits its tables there). Raises what `check_store` raises;
+    an unreadable or non-SQLite file is left to that open."""
     try:
         with open(path, "rb") as file:
             header = file.read(_HEADER_SIZE)
     except OSError:
         return
     in_wal_mode = len(header) == _HEADER_SIZE and header.startswith(SQLITE_HEADER) and header[19] == 2
-    if not in_wal_mode or _has_commits_beside(f"{os.path.realpath(path)}-wal"):
+    wal = f"{os.path.realpath(path)}-wal"
+    if not in_wal_mode or _has_commits_beside(wal):
         return
     try:
         connection = sqlite3.connect(file_uri(path, immutable="1"), uri=True, isolation_level=None)
@@ -144,6 +146,9 @@ def check_before_read_only_open(path: str) -> None:
         return
     try:
         check_store(connection, path, timeout=0)  # an immutable file is never locked
+    except StoreError:
+        if not _has_commits_beside(wal):
+            raise
     finally:
         connection.close()
 
