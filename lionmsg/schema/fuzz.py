@@ -94,7 +94,7 @@ def _seed_alone() -> Iterator[None]:
     if original is None:
         yield
         return
-    from hypothesis.internal.constants_ast import Constants  # there since local constants are
+    from hypothesis.internal.constants_ast import Constants  # in every version that has local constants
 
     nothing = Constants()
     with _LOCAL_CONSTANTS_LOCK:  # one thread's restore must not undo another's generation
