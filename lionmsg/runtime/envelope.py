@@ -29,6 +29,7 @@ from lionmsg.runtime.fastpath import (
     load_envelope,
     load_record,
 )
+from lionmsg.runtime.fieldsets import SharedFieldsSet, mark_field_set, own_fields_set
 from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH, RecordFieldError
 
@@ -113,6 +114,13 @@ class MessageBehaviour(Node, Sendable):
         # subclass may add any of those, so it always takes pydantic's road.
         if cls.__module__ == _GENERATED_MODULE and set(cls.model_fields) == ENVELOPE_FIELDS:
             ENVELOPE_CLASSES.add(cls)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Pydantic records an assigned field in the fields set: never in one other messages share.
+        fields_set = self.__pydantic_fields_set__
+        if type(fields_set) is SharedFieldsSet and name not in fields_set:
+            own_fields_set(self)
+        super().__setattr__(name, value)
 
     if TYPE_CHECKING:
         # Declared by the generated classes, from schemas/envelope.schema.json.
@@ -212,21 +220,20 @@ class MessageBehaviour(Node, Sendable):
                 raise TypeError(f"{type(self).__name__}.update(): its content has no fields to update ({names})")
             new_content = content.updated(**content_fields)
         # Every value is already validated: store it without a second validation pass.
-        fields_set = self.__pydantic_fields_set__
         if new_sender is not None:
             values["sender"] = new_sender
-            fields_set.add("sender")
+            mark_field_set(self, "sender")
         if new_recipient is not None:
             values["recipient"] = new_recipient
-            fields_set.add("recipient")
+            mark_field_set(self, "recipient")
         if new_content is not None:
             values["content"] = new_content
-            fields_set.add("content")
+            mark_field_set(self, "content")
 
     def _put_content(self, content: MessageContent) -> None:
         """Store an already valid content of this kind without validation (what `update` does last)."""
         self.__dict__["content"] = content
-        self.__pydantic_fields_set__.add("content")
+        mark_field_set(self, "content")
 
     def clone(self) -> Self:
         """The same class and content under a new identity; `metadata["clone_from"]` names the source.

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import ROLES_BY_VALUE as _ROLES_BY_VALUE
 from lionmsg.runtime.addressing import normalize_address, record_address
+from lionmsg.runtime.fieldsets import SharedFieldsSet, shared_fields_set
 from lionmsg.runtime.ids import new_uuid4, parse_canonical_uuid, uuid_text
 from lionmsg.runtime.wire import RecordFieldError
 
@@ -70,21 +71,11 @@ def assemble(
         given = {"sender": sender, "recipient": recipient, "channel": channel}
         return cls(content=content, **{name: value for name, value in given.items() if value is not MISSING})
     defaults = _DEFAULTS[cls]
-    fields_set = {"content"}
+    fields_set = _BUILT_FIELDS_SETS[channel is not MISSING, sender is not MISSING, recipient is not MISSING]
     if channel is MISSING:
         channel = None
-    else:
-        fields_set.add("channel")
-    if sender is MISSING:
-        sender = defaults["sender"]
-    else:
-        sender = normalize_address(sender)
-        fields_set.add("sender")
-    if recipient is MISSING:
-        recipient = defaults["recipient"]
-    else:
-        recipient = normalize_address(recipient)
-        fields_set.add("recipient")
+    sender = defaults["sender"] if sender is MISSING else normalize_address(sender)
+    recipient = defaults["recipient"] if recipient is MISSING else normalize_address(recipient)
     values = {
         "id": new_uuid4(),
         "created_at": time.time(),
@@ -167,9 +158,9 @@ def load_envelope(cls: type[BaseModel], record: dict[str, Any], content: Any) ->
         "recipient": recipient,
         "channel": channel,
     }
-    # The fields the record sets (role is not a field): usually all of them, a copy of a ready set.
+    # The fields the record sets (role is not a field): usually all of them.
     given = len(record) - ("role" in record)
-    fields_set = _ALL_FIELDS.copy() if given == len(_ALL_FIELDS) else {key for key in record if key != "role"}
+    fields_set = _EVERY_FIELD_SET if given == len(_ALL_FIELDS) else shared_fields_set(k for k in record if k != "role")
     return trusted_instance(cls, values, fields_set)
 
 
@@ -186,6 +177,20 @@ def _record_address(record: dict[str, Any], name: str, defaults: dict[str, Any])
 
 
 _isfinite = math.isfinite
+
+# The fields sets the roads above give (lionmsg.runtime.fieldsets): a built message's is `content` and the
+# routing given (channel, sender, recipient: given or not), a loaded one's usually every field.
+_BUILT_FIELDS_SETS = {
+    (channel, sender, recipient): shared_fields_set(
+        name
+        for name, given in (("content", True), ("channel", channel), ("sender", sender), ("recipient", recipient))
+        if given
+    )
+    for channel in (False, True)
+    for sender in (False, True)
+    for recipient in (False, True)
+}
+_EVERY_FIELD_SET = shared_fields_set(_ALL_FIELDS)
 
 
 class _ClassDefaults(dict[type[BaseModel], dict[str, Any]]):
@@ -257,8 +262,14 @@ def copy_message(message: M) -> M:
     values["metadata"] = deep_copy(metadata) if metadata else {}  # usually empty: nothing to walk
     if values["embedding"] is not None:
         values["embedding"] = list(values["embedding"])
-    copied: M = trusted_instance(type(message), values, message.__pydantic_fields_set__.copy())
+    copied: M = trusted_instance(type(message), values, _fields_set_for_a_copy(message))
     return copied
+
+
+def _fields_set_for_a_copy(message: BaseModel) -> set[str]:
+    """A copy's fields set: the original's when shared (no message changes a shared one), else a copy."""
+    fields_set = message.__pydantic_fields_set__
+    return fields_set if type(fields_set) is SharedFieldsSet else fields_set.copy()
 
 
 def message_copies(message: M, count: int) -> list[M]:
@@ -277,12 +288,13 @@ def message_copies(message: M, count: int) -> list[M]:
         return [copy_message(message) for _ in range(count)]
     cls = type(message)
     fields_set = message.__pydantic_fields_set__
+    shared = type(fields_set) is SharedFieldsSet
     copies: list[M] = []
     for _ in range(count):
         copied = values.copy()
         copied["content"] = copy_content(content)
         copied["metadata"] = {}
-        copies.append(trusted_instance(cls, copied, fields_set.copy()))
+        copies.append(trusted_instance(cls, copied, fields_set if shared else fields_set.copy()))
     return copies
 
 
