@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import pickle
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from lionmsg import Exchange, Instruction, MessageManager
-from lionmsg.runtime import fastpath
+from lionmsg.runtime import fastpath, fieldsets
 from lionmsg.runtime.fieldsets import SharedFieldsSet, mark_field_set, shared_fields_set
 
 EVERY_FIELD = {"id", "created_at", "metadata", "content", "embedding", "sender", "recipient", "channel"}
@@ -127,6 +128,7 @@ MUTATIONS: dict[str, Callable[[set[str]], Any]] = {
     "&=": lambda s: s.__iand__({"id"}),
     "-=": lambda s: s.__isub__({"id"}),
     "^=": lambda s: s.__ixor__({"id"}),
+    "__init__": lambda s: s.__init__({"other"}),
 }
 
 
@@ -203,3 +205,25 @@ def test_broadcast_copies_share_a_set_and_a_change_to_one_reaches_no_other() -> 
     assert for_bob.model_fields_set == given | {"metadata"}
     assert for_carol.model_fields_set == given
     assert "metadata" not in for_carol.model_dump(exclude_unset=True)
+
+
+def test_two_threads_assigning_to_one_message_keep_both_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The interleaving that lost a name: the first thread has copied the shared set and is about to
+    # install its copy when the second assigns another field. The second now waits for the first (for
+    # at most the join's timeout here) and records its name in the first's copy.
+    (message,) = built_instructions(1)
+    install = fieldsets._set_fields_set
+    other = threading.Thread(target=setattr, args=(message, "channel", "ops"))
+
+    def install_after_the_other_thread_had_its_turn(model: Any, fields_set: set[str]) -> None:
+        if other.ident is None:  # the first call, from this thread: the other one has not started
+            other.start()
+            other.join(timeout=0.2)
+        install(model, fields_set)
+
+    monkeypatch.setattr(fieldsets, "_set_fields_set", install_after_the_other_thread_had_its_turn)
+    message.recipient = "assistant"
+    other.join()
+    assert message.model_fields_set == {"content", "sender", "recipient", "channel"}
+    assert (message.recipient, message.channel) == ("assistant", "ops")
+    assert built_instructions(1)[0].model_fields_set == {"content", "sender"}

@@ -11,13 +11,18 @@ So the fast roads (`lionmsg.runtime.fastpath`) give a message a `SharedFieldsSet
 of names. Pydantic only ever adds a name to a fields set (on assignment, and on `model_copy(update=...)`,
 to a copy); adding one already there changes nothing. A message about to record a name its shared set
 lacks takes a private `set` first (`mark_field_set`, and `MessageBehaviour.__setattr__` before
-pydantic's assignment), so no message's fields set ever changes through another. A shared set refuses
-every change itself (TypeError), so code that edits `model_fields_set` in place cannot reach other
-messages either; its copies (`copy`, `deepcopy`, pickling, `set.copy`) are plain sets.
+pydantic's assignment), so no message's fields set ever changes through another; two threads assigning
+to one message take the same private set. A shared set refuses every change through its own methods
+(TypeError), so code that edits `model_fields_set` in place cannot reach other messages either; its copies
+(`copy`, `deepcopy`, pickling, `set.copy`) are plain sets. Code that goes around both guards reaches every
+message sharing the set, and the messages made after: `set.add(shared, name)` called on the set type, or
+pydantic's `BaseModel.__setattr__` or `validate_assignment` called directly on a message (skipping its
+`__setattr__`), which add the name in C.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
@@ -42,6 +47,11 @@ class SharedFieldsSet(set[str]):
     def add(self, name: str) -> None:
         if name not in self:  # adding a name already there changes nothing: pydantic does it freely
             self._refuse()
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        if self:  # called again on a built set, set.__init__ would empty and refill it
+            self._refuse()
+        super().__init__(names)
 
     discard = remove = pop = clear = update = _refuse
     difference_update = intersection_update = symmetric_difference_update = _refuse
@@ -78,9 +88,17 @@ def own_fields_set(model: BaseModel) -> set[str]:
     """The model's fields set, made its private copy first when it is a shared one."""
     fields_set = model.__pydantic_fields_set__
     if type(fields_set) is SharedFieldsSet:
-        fields_set = set(fields_set)
-        _set_fields_set(model, fields_set)
+        # Under a lock, looked at again: two threads that each copied the shared set would each install
+        # their copy, and the name recorded in the first would be lost with it.
+        with _OWNING:
+            fields_set = model.__pydantic_fields_set__
+            if type(fields_set) is SharedFieldsSet:
+                fields_set = set(fields_set)
+                _set_fields_set(model, fields_set)
     return fields_set
+
+
+_OWNING = threading.Lock()  # taken once per message at most: its first assignment of a name not given
 
 
 def mark_field_set(model: BaseModel, name: str) -> None:
