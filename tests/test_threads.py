@@ -599,3 +599,42 @@ def test_a_store_write_waits_for_the_history_lock_without_holding_the_stores(tmp
         syncing.join(GUARD)
         assert not syncing.is_alive()
         assert [m.rendered for m in store.load("main")] == [m.rendered for m in manager]
+
+
+# What another thread does to a message while this one assigns its recipient, and what must then hold.
+CONCURRENT_CHANGES: dict[str, tuple[Callable[[Instruction], Any], Callable[[Instruction], bool]]] = {
+    "assignment": (lambda m: setattr(m, "channel", "ops"), lambda m: m.channel == "ops"),
+    "update": (lambda m: m.update(guidance="Shorter."), lambda m: m.content.guidance == "Shorter."),
+    "revision in place": (
+        lambda m: MessageManager(messages=[m]).add_message(instruction=m, guidance="Shorter."),
+        lambda m: m.content.guidance == "Shorter.",
+    ),
+}
+
+
+@pytest.mark.parametrize("change", CONCURRENT_CHANGES.values(), ids=CONCURRENT_CHANGES.keys())
+def test_a_change_made_while_another_thread_assigns_a_field_is_kept(
+    change: tuple[Callable[[Instruction], Any], Callable[[Instruction], bool]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pydantic validates an assignment on a copy of the fields dict and then puts the copy in place. The
+    # other thread's change is started from inside this assignment's (Python) validator: it must wait
+    # until the copy is in place, or the copy would drop it.
+    from lionmsg.generated import messages
+
+    make_change, took_effect = change
+    message = Instruction(content={"instruction": "Summarise."}, sender="user")
+    other = threading.Thread(target=make_change, args=(message,))
+    normalize = messages.normalize_address
+
+    def normalize_while_the_other_thread_changes_the_message(value: Any) -> Any:
+        if other.ident is None:  # this thread's assignment: let the other thread try its change now
+            other.start()
+            other.join(timeout=GRACE)
+        return normalize(value)
+
+    monkeypatch.setattr(messages, "normalize_address", normalize_while_the_other_thread_changes_the_message)
+    message.recipient = "assistant"
+    other.join(timeout=GUARD)
+    assert not other.is_alive()
+    assert message.recipient == "assistant"
+    assert took_effect(message)
