@@ -638,3 +638,86 @@ def test_a_change_made_while_another_thread_assigns_a_field_is_kept(
     assert not other.is_alive()
     assert message.recipient == "assistant"
     assert took_effect(message)
+
+
+def test_an_assignment_waiting_for_a_piles_lock_lets_the_lock_holder_revise_a_message() -> None:
+    # The assignment's validation deep-copies the pile in the new context, which takes the pile's lock; the
+    # thread holding that lock revises a stored message meanwhile. Validation runs before the message's
+    # change lock is taken, so neither waits for the other.
+    manager = MessageManager()
+    stored = manager.add_message(instruction="Summarise.")
+    other = instruction("Other.")
+    revised = threading.Event()
+
+    def assign_a_context_holding_the_pile() -> None:
+        other.content = {"instruction": "Other.", "context": [manager.messages]}
+
+    def hold_the_lock_and_revise() -> None:
+        with manager.messages.thread_lock:
+            assigner.start()
+            assigner.join(timeout=GRACE)  # blocked in validation, on the lock held here
+            manager.add_message(instruction=stored, guidance="Shorter.")
+            revised.set()
+
+    assigner = threading.Thread(target=assign_a_context_holding_the_pile, daemon=True)
+    holder = threading.Thread(target=hold_the_lock_and_revise, daemon=True)
+    holder.start()
+    holder.join(timeout=GUARD)
+    assigner.join(timeout=GUARD)
+    assert revised.is_set()
+    assert not assigner.is_alive()
+    assert stored.content.guidance == "Shorter."
+    assert len(other.content.prompt_context[0]) == 1  # its own copy of the pile, taken under the lock
+
+
+def test_a_revision_made_while_another_thread_rebuilds_the_content_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    # update() rebuilds the content outside the change lock; a revision stored meanwhile makes it rebuild
+    # again on the revised content, rather than storing a content that drops the revision.
+    from lionmsg.runtime.content.base import MessageContent
+
+    manager = MessageManager()
+    message = manager.add_message(instruction="Summarise.")
+    reviser = threading.Thread(target=manager.add_message, kwargs={"instruction": message, "guidance": "Shorter."})
+    updated = MessageContent.updated
+
+    def update_while_the_other_thread_revises(content: Any, **changes: Any) -> Any:
+        if reviser.ident is None:  # the first rebuild: let the revision happen now
+            reviser.start()
+            reviser.join(timeout=GUARD)
+        return updated(content, **changes)
+
+    monkeypatch.setattr(MessageContent, "updated", update_while_the_other_thread_revises)
+    message.update(plain_content="In one line.")
+    assert not reviser.is_alive()
+    assert (message.content.guidance, message.content.plain_content) == ("Shorter.", "In one line.")
+
+
+def test_a_reader_sees_all_of_an_update_or_none_of_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A reader switched in while update() stores its values (here: while it records them in the fields
+    # set) sees the message as it was, both addresses old, until the new fields dict is in place.
+    from lionmsg.runtime import envelope
+
+    message = Instruction(content={"instruction": "Summarise."}, sender="user", recipient="assistant")
+    seen: list[tuple[Any, Any]] = []
+    mark = envelope.mark_field_set
+
+    def read_while_storing(model: Any, name: str) -> None:
+        record = message.to_dict()
+        seen.append((record["sender"], record["recipient"]))
+        mark(model, name)
+
+    monkeypatch.setattr(envelope, "mark_field_set", read_while_storing)
+    message.update(sender="assistant", recipient="user")
+    assert seen
+    assert all(pair == ("user", "assistant") for pair in seen)
+    assert (message.to_dict()["sender"], message.to_dict()["recipient"]) == ("assistant", "user")
+
+
+def test_metadata_given_with_a_stored_message_is_merged_into_new_dicts() -> None:
+    manager = MessageManager()
+    message = manager.add_message(instruction="Summarise.", metadata={"a": 1})
+    before, extra_before = message.metadata, message.metadata["extra"]
+    manager.add_message(instruction=message, metadata={"b": 2})
+    assert message.metadata["extra"] == {"a": 1, "b": 2}
+    assert extra_before == {"a": 1}  # what a reader held is unchanged
+    assert before["extra"] is extra_before

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
-from pydantic import WithJsonSchema, computed_field, field_serializer, model_validator
+from pydantic import BaseModel, WithJsonSchema, computed_field, field_serializer, model_validator
 
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
@@ -29,8 +29,9 @@ from lionmsg.runtime.fastpath import (
     json_copy,
     load_envelope,
     load_record,
+    trusted_instance,
 )
-from lionmsg.runtime.fieldsets import SharedFieldsSet, mark_field_set, own_fields_set
+from lionmsg.runtime.fieldsets import mark_field_set
 from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH, RecordFieldError
 
@@ -39,13 +40,28 @@ if TYPE_CHECKING:
 
 __all__ = ["MessageBehaviour", "coerce_content"]
 
-# One change to a message's fields at a time, across threads and messages. Pydantic validates an
-# assignment on a copy of the fields dict and then puts the copy in place; the validators it runs are
-# Python (addresses, metadata, the role), so a thread could switch in between, and a change another
-# thread made meanwhile was lost with the old dict (9-30 of 1,500 pairs of concurrent assignments to one
-# message). Re-entrant: a validator may assign.
+# Changes to a message's fields, across threads: each builds a new fields dict from the current one and
+# puts it in place under this lock (a change of one value writes it in place), so no change is lost to
+# another made meanwhile, and a reader, which reads the fields dict once (records, dumps, copies), sees one
+# state or the next, never half of a change.
+# Nothing but dict and set operations runs under it: values are validated and content is rebuilt before
+# (a validator may deep-copy a value holding a pile, which takes the pile's lock, while a thread holding
+# that lock revises a message). Pydantic's own assignment validates on a copy of the fields dict and puts
+# the copy in place, so a change made in between was lost with the old dict (9-30 of 1,500 pairs of
+# concurrent assignments to one message, before). Re-entrant for safety's sake; nothing here re-enters.
 _CHANGING_FIELDS = threading.RLock()
 _start_changing_fields, _stop_changing_fields = _CHANGING_FIELDS.acquire, _CHANGING_FIELDS.release
+_set_fields_dict = BaseModel.__dict__["__dict__"].__set__  # what object.__setattr__ finds, at half its cost
+
+
+def _stand_in(message: BaseModel, fields: dict[str, Any]) -> Any:
+    """A message of the same class holding a copy of `fields`, its own copy of the message's fields set and
+    of its private attributes (a subclass may have some), for pydantic's assignment to run on."""
+    stand_in = trusted_instance(type(message), dict(fields), set(message.__pydantic_fields_set__))
+    private = message.__pydantic_private__
+    if private is not None:
+        object.__setattr__(stand_in, "__pydantic_private__", dict(private))
+    return stand_in
 
 
 C = TypeVar("C", bound=MessageContent)
@@ -125,12 +141,22 @@ class MessageBehaviour(Node, Sendable):
             ENVELOPE_CLASSES.add(cls)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        with _CHANGING_FIELDS:
-            # Pydantic records an assigned field in the fields set: never in one other messages share.
-            fields_set = self.__pydantic_fields_set__
-            if type(fields_set) is SharedFieldsSet and name not in fields_set:
-                own_fields_set(self)
+        if name not in type(self).model_fields:  # a private attribute, or pydantic's error for the name
             super().__setattr__(name, value)
+            return
+        # Pydantic's assignment (validators included) runs on a stand-in holding this message's values,
+        # outside the lock; what it changed is then put in this message's current fields dict.
+        before = dict(self.__dict__)  # a snapshot: a revision in place changes the dict itself
+        stand_in = _stand_in(self, before)
+        BaseModel.__setattr__(stand_in, name, value)
+        validated = stand_in.__dict__
+        with _CHANGING_FIELDS:
+            fields = dict(self.__dict__)
+            for key, item in validated.items():  # the field, and any other a validator changed
+                if item is not before.get(key, MISSING):
+                    fields[key] = item
+            _set_fields_dict(self, fields)
+            mark_field_set(self, name)  # as pydantic records it: never in a set other messages share
 
     if TYPE_CHECKING:
         # Declared by the generated classes, from schemas/envelope.schema.json.
@@ -221,35 +247,58 @@ class MessageBehaviour(Node, Sendable):
         `content_fields`. Everything is validated before anything changes."""
         new_sender = normalize_address(sender) if sender else None
         new_recipient = normalize_address(recipient) if recipient else None
-        values = self.__dict__
-        new_content = None
-        if content_fields:
-            content = values["content"]
-            if not isinstance(content, MessageContent):
-                names = ", ".join(sorted(content_fields))
-                raise TypeError(f"{type(self).__name__}.update(): its content has no fields to update ({names})")
-            new_content = content.updated(**content_fields)
-        # Every value is already validated: store it without a second validation pass.
-        with _CHANGING_FIELDS:
-            values = self.__dict__  # an assignment in another thread may have replaced it meanwhile
-            if new_sender is not None:
-                values["sender"] = new_sender
-                mark_field_set(self, "sender")
-            if new_recipient is not None:
-                values["recipient"] = new_recipient
-                mark_field_set(self, "recipient")
-            if new_content is not None:
-                values["content"] = new_content
-                mark_field_set(self, "content")
+        content = self.__dict__["content"]
+        new_content = self._updated_content(content, content_fields) if content_fields else None
+        # Every value is already validated: store it without a second validation pass, unless another
+        # thread replaced the content meanwhile: then the change is made again on what it holds now.
+        while True:
+            with _CHANGING_FIELDS:
+                fields = dict(self.__dict__)
+                if new_content is None or fields["content"] is content:
+                    for name, changed in (
+                        ("sender", new_sender),
+                        ("recipient", new_recipient),
+                        ("content", new_content),
+                    ):
+                        if changed is not None:
+                            fields[name] = changed
+                            mark_field_set(self, name)
+                    _set_fields_dict(self, fields)
+                    return
+            content = self.__dict__["content"]
+            new_content = self._updated_content(content, content_fields)
 
-    def _put_content(self, content: MessageContent) -> None:
-        """Store an already valid content of this kind without validation (what `update` does last)."""
+    def _updated_content(self, content: Any, changes: dict[str, Any]) -> MessageContent:
+        if not isinstance(content, MessageContent):
+            names = ", ".join(sorted(changes))
+            raise TypeError(f"{type(self).__name__}.update(): its content has no fields to update ({names})")
+        return content.updated(**changes)
+
+    def _replace_content(self, base: MessageContent, content: MessageContent) -> bool:
+        """Store `content`, already valid for this kind, made from `base` (what `update` does last), without
+        validation; False, changing nothing, when the message no longer holds `base` (another thread
+        replaced it: make the change again on what it holds now)."""
         _start_changing_fields()  # not `with`: half the cost, on every revision in place (add-or-replace)
         try:
-            self.__dict__["content"] = content
-            mark_field_set(self, "content")
+            fields = self.__dict__
+            if fields["content"] is not base:
+                return False
+            fields["content"] = content  # in place: one value, so no reader sees half of the change
+            if "content" not in self.__pydantic_fields_set__:
+                mark_field_set(self, "content")
+            return True
         finally:
             _stop_changing_fields()
+
+    def _merge_extra(self, values: dict[str, Any]) -> None:
+        """Merge `values` (the caller's, copied) into `metadata["extra"]`, LionAGI's place for metadata given
+        with a message; new dicts, so a reader of the old ones never sees them change."""
+        with _CHANGING_FIELDS:
+            fields = dict(self.__dict__)
+            metadata = fields["metadata"] = dict(fields["metadata"])
+            extra = metadata.get("extra")
+            metadata["extra"] = {**({} if extra is None else extra), **values}
+            _set_fields_dict(self, fields)
 
     def clone(self) -> Self:
         """The same class and content under a new identity; `metadata["clone_from"]` names the source.

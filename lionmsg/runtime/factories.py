@@ -115,10 +115,7 @@ def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metada
         routing["recipient"] = recipient
     message = _BUILDERS[kind](given, routing)
     if extra_copy is not None:  # LionAGI's place for it: merged into metadata["extra"], the caller's values copied
-        extra = message.metadata.get("extra")
-        if extra is None:
-            extra = message.metadata["extra"] = {}
-        extra.update(extra_copy)
+        message._merge_extra(extra_copy)
     return message
 
 
@@ -181,12 +178,14 @@ def revise_instruction(arguments: dict[str, Any]) -> Message | None:
     if not changes:
         return message  # nothing to revise: update() would leave it as it is
     # What update(**changes) does for them, without its keyword and routing handling.
-    revised = message.content._with_plain_changes(changes)
-    if revised is None:  # a content subclass: the general rebuild
-        message.update(**changes)
-    else:
-        message._put_content(revised)
-    return message
+    while True:  # again when another thread replaced the content meanwhile (see _replace_content)
+        content = message.content
+        revised = content._with_plain_changes(changes)
+        if revised is None:  # a content subclass: the general rebuild
+            message.update(**changes)
+            return message
+        if message._replace_content(content, revised):
+            return message
 
 
 _TEXT_FIELDS = ("instruction", "guidance", "plain_content")
