@@ -721,3 +721,27 @@ def test_metadata_given_with_a_stored_message_is_merged_into_new_dicts() -> None
     assert message.metadata["extra"] == {"a": 1, "b": 2}
     assert extra_before == {"a": 1}  # what a reader held is unchanged
     assert before["extra"] is extra_before
+
+
+def test_a_subclass_assignment_is_pydantics_own_on_the_message_itself() -> None:
+    # A subclass's validators may look at the message: they get the message itself, its private
+    # attributes and its other fields, as pydantic gives them (the generated classes validate on a
+    # stand-in: their validators look at the value only).
+    from pydantic import PrivateAttr, model_validator
+
+    seen: list[Any] = []
+
+    class Audited(Instruction):
+        _last_channel: str | None = PrivateAttr(default=None)
+
+        @model_validator(mode="after")
+        def _remember(self) -> Audited:
+            seen.append(self)
+            self._last_channel = self.channel
+            return self
+
+    message = Audited(content={"instruction": "Summarise."})
+    message.channel = "ops"
+    assert seen[-1] is message
+    assert message._last_channel == "ops"
+    assert message.model_fields_set == {"content", "channel"}

@@ -31,7 +31,7 @@ from lionmsg.runtime.fastpath import (
     load_record,
     trusted_instance,
 )
-from lionmsg.runtime.fieldsets import mark_field_set
+from lionmsg.runtime.fieldsets import SharedFieldsSet, mark_field_set, own_fields_set
 from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH, RecordFieldError
 
@@ -43,25 +43,21 @@ __all__ = ["MessageBehaviour", "coerce_content"]
 # Changes to a message's fields, across threads: each builds a new fields dict from the current one and
 # puts it in place under this lock (a change of one value writes it in place), so no change is lost to
 # another made meanwhile, and a reader, which reads the fields dict once (records, dumps, copies), sees one
-# state or the next, never half of a change.
-# Nothing but dict and set operations runs under it: values are validated and content is rebuilt before
-# (a validator may deep-copy a value holding a pile, which takes the pile's lock, while a thread holding
-# that lock revises a message). Pydantic's own assignment validates on a copy of the fields dict and puts
-# the copy in place, so a change made in between was lost with the old dict (9-30 of 1,500 pairs of
-# concurrent assignments to one message, before). Re-entrant for safety's sake; nothing here re-enters.
+# state or the next, never half of a change. Nothing but dict and set operations runs under it: values are
+# validated and content is rebuilt before (a validator may deep-copy a value holding a pile, which takes
+# the pile's lock, while a thread holding that lock revises a message). Pydantic's own assignment
+# validates on a copy of the fields dict and puts the copy in place, so a change made in between was lost
+# with the old dict (9-30 of 1,500 pairs of concurrent assignments to one message, before); a subclass's
+# assignments are still pydantic's own (see __setattr__). Re-entrant for safety's sake.
 _CHANGING_FIELDS = threading.RLock()
 _start_changing_fields, _stop_changing_fields = _CHANGING_FIELDS.acquire, _CHANGING_FIELDS.release
 _set_fields_dict = BaseModel.__dict__["__dict__"].__set__  # what object.__setattr__ finds, at half its cost
 
 
-def _stand_in(message: BaseModel, fields: dict[str, Any]) -> Any:
-    """A message of the same class holding a copy of `fields`, its own copy of the message's fields set and
-    of its private attributes (a subclass may have some), for pydantic's assignment to run on."""
-    stand_in = trusted_instance(type(message), dict(fields), set(message.__pydantic_fields_set__))
-    private = message.__pydantic_private__
-    if private is not None:
-        object.__setattr__(stand_in, "__pydantic_private__", dict(private))
-    return stand_in
+def _stand_in(message: BaseModel) -> Any:
+    """A message of the same generated class (no private attributes, no extras) holding a copy of the
+    message's values, for pydantic's assignment to run on."""
+    return trusted_instance(type(message), dict(message.__dict__), set(message.__pydantic_fields_set__))
 
 
 C = TypeVar("C", bound=MessageContent)
@@ -141,22 +137,26 @@ class MessageBehaviour(Node, Sendable):
             ENVELOPE_CLASSES.add(cls)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name not in type(self).model_fields:  # a private attribute, or pydantic's error for the name
-            super().__setattr__(name, value)
+        if type(self) in ENVELOPE_CLASSES and name in ENVELOPE_FIELDS:
+            # Pydantic's assignment (the envelope's validators, which look at the value only) runs on a
+            # stand-in holding this message's values, outside the lock; the value it validated is then put
+            # in a copy of this message's current fields dict, swapped in under the lock.
+            stand_in = _stand_in(self)
+            BaseModel.__setattr__(stand_in, name, value)
+            validated = stand_in.__dict__[name]
+            with _CHANGING_FIELDS:
+                fields = dict(self.__dict__)
+                fields[name] = validated
+                _set_fields_dict(self, fields)
+                mark_field_set(self, name)  # as pydantic records it: never in a set other messages share
             return
-        # Pydantic's assignment (validators included) runs on a stand-in holding this message's values,
-        # outside the lock; what it changed is then put in this message's current fields dict.
-        before = dict(self.__dict__)  # a snapshot: a revision in place changes the dict itself
-        stand_in = _stand_in(self, before)
-        BaseModel.__setattr__(stand_in, name, value)
-        validated = stand_in.__dict__
-        with _CHANGING_FIELDS:
-            fields = dict(self.__dict__)
-            for key, item in validated.items():  # the field, and any other a validator changed
-                if item is not before.get(key, MISSING):
-                    fields[key] = item
-            _set_fields_dict(self, fields)
-            mark_field_set(self, name)  # as pydantic records it: never in a set other messages share
+        # A subclass's validators may look at the message itself (its private attributes, its identity, other
+        # fields): pydantic's own assignment, on the message, as for any model (not atomic against changes
+        # other threads make meanwhile). Pydantic records the name in the fields set: never in a shared one.
+        fields_set = self.__pydantic_fields_set__
+        if type(fields_set) is SharedFieldsSet and name not in fields_set:
+            own_fields_set(self)
+        super().__setattr__(name, value)
 
     if TYPE_CHECKING:
         # Declared by the generated classes, from schemas/envelope.schema.json.
