@@ -29,6 +29,7 @@ from lionmsg.runtime.fastpath import (
     json_copy,
     load_envelope,
     load_record,
+    set_fields_dict,
     trusted_instance,
 )
 from lionmsg.runtime.fieldsets import SharedFieldsSet, mark_field_set, own_fields_set
@@ -51,7 +52,6 @@ __all__ = ["MessageBehaviour", "coerce_content"]
 # assignments are still pydantic's own (see __setattr__). Re-entrant for safety's sake.
 _CHANGING_FIELDS = threading.RLock()
 _start_changing_fields, _stop_changing_fields = _CHANGING_FIELDS.acquire, _CHANGING_FIELDS.release
-_set_fields_dict = BaseModel.__dict__["__dict__"].__set__  # what object.__setattr__ finds, at half its cost
 
 
 def _stand_in(message: BaseModel) -> Any:
@@ -147,7 +147,7 @@ class MessageBehaviour(Node, Sendable):
             with _CHANGING_FIELDS:
                 fields = dict(self.__dict__)
                 fields[name] = validated
-                _set_fields_dict(self, fields)
+                set_fields_dict(self, fields)
                 mark_field_set(self, name)  # as pydantic records it: never in a set other messages share
             return
         # A subclass's validators may look at the message itself (its private attributes, its identity, other
@@ -263,7 +263,7 @@ class MessageBehaviour(Node, Sendable):
                         if changed is not None:
                             fields[name] = changed
                             mark_field_set(self, name)
-                    _set_fields_dict(self, fields)
+                    set_fields_dict(self, fields)
                     return
             content = self.__dict__["content"]
             new_content = self._updated_content(content, content_fields)
@@ -298,7 +298,7 @@ class MessageBehaviour(Node, Sendable):
             metadata = fields["metadata"] = dict(fields["metadata"])
             extra = metadata.get("extra")
             metadata["extra"] = {**({} if extra is None else extra), **values}
-            _set_fields_dict(self, fields)
+            set_fields_dict(self, fields)
 
     def clone(self) -> Self:
         """The same class and content under a new identity; `metadata["clone_from"]` names the source.

@@ -39,6 +39,7 @@ __all__ = [
     "load_record",
     "message_copies",
     "plain_copy",
+    "set_fields_dict",
     "trusted_instance",
 ]
 
@@ -375,7 +376,7 @@ def dump_address(value: Any) -> Any:
 
 # BaseModel's slots, set through their descriptors (what object.__setattr__ finds, at half its cost):
 # BaseModel.__setattr__ would validate.
-_set_values = BaseModel.__dict__["__dict__"].__set__
+set_fields_dict = BaseModel.__dict__["__dict__"].__set__
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
@@ -386,7 +387,7 @@ def trusted_instance(cls: type[BaseModel], values: dict[str, Any], fields_set: s
     """An instance of `cls` holding `values` (every field, each already valid and in final form) as
     pydantic's own construction leaves it (no extras, no private attributes)."""
     message = _new_object(cls)
-    _set_values(message, values)
+    set_fields_dict(message, values)
     _set_fields_set(message, fields_set)
     _set_extra(message, None)
     _set_private(message, None)
