@@ -44,6 +44,7 @@ from lionmsg import (
 )
 from lionmsg.runtime import fastpath
 from lionmsg.runtime.fastpath import ENVELOPE_CLASSES, ENVELOPE_FIELDS
+from lionmsg.runtime.wire import loads_json
 from tests.conftest import fields_of
 from tests.samples import failed_action_response, rich_messages
 
@@ -586,6 +587,40 @@ def test_from_json_reads_text_and_utf8_bytes_only() -> None:
     for document in (text.encode("utf-16"), surrogate):
         with pytest.raises(ValueError, match=r"^not a JSON document: 'utf-8' codec can't decode byte"):
             Message.from_json(document)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        '{"a": [1, 2.5, "x", null, true]}',
+        ' \t{"a": 1}\n ',
+        '{"a": 1}  ',
+        '{"a": 1} {"b": 2}',
+        '{"a": 1}x',
+        "[1, 2] ]",
+        "",
+        "   ",
+        '"text"',
+        "-0",
+        "{",
+        '{"a": }',
+        "[" * 100_000,
+    ],
+)
+def test_loads_json_reads_and_refuses_what_json_loads_does_for_finite_documents(document: str) -> None:
+    """loads_json's scanner-only road for a value spanning the whole text, and the full decoder for the
+    rest (whitespace around it, extra data, errors), give json.loads's value or its exact error."""
+    try:
+        expected: Any = json.loads(document)
+    except RecursionError:
+        with pytest.raises(ValueError, match=r"^arrays and objects nested too deeply to read$"):
+            loads_json(document)
+        return
+    except ValueError as error:
+        with pytest.raises(type(error), match=f"^{re.escape(str(error))}$"):
+            loads_json(document)
+        return
+    assert loads_json(document) == expected
 
 
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
