@@ -86,10 +86,9 @@ def loads_json(text: str | bytes) -> Any:
         try:
             value, end = _scan_strict(text, 0)
         except (StopIteration, ValueError, RecursionError):
-            pass
-        else:
-            if end == len(text):
-                return value
+            end = -1  # not read here: the full decoder below reads it again and raises the error itself
+        if end == len(text):
+            return value
     # Bytes are UTF-8 (RFC 8259 for JSON between systems, and what the CLI reads): strictly, so bytes
     # that other readers would decode differently (UTF-16, an encoded lone surrogate) are refused, as
     # is a BOM, in bytes or text.
