@@ -405,6 +405,25 @@ def test_storage_reuses_head_room_and_compacts_gaps() -> None:
     assert_matches(p, ids(101, 100, 0, 8, 9))
 
 
+def test_a_queue_that_never_empties_keeps_storage_in_proportion_to_what_it_holds() -> None:
+    # An inbox read as it fills: removals from the front left their slots behind until the progression
+    # emptied (200,001 slots for one id after 200,000 turns). The room is now given up once it
+    # outgrows the ids held.
+    p = Progression(ids(0))
+    model = ids(0)
+    for n in range(1, 2_000):
+        p.append(uid(n))
+        model.append(uid(n))
+        if n % 3:  # the queue grows slowly, so the front room and the ids held both change
+            assert p.popleft() == model.pop(0)
+    assert_matches(p, model)
+    assert len(p._ids._slots) <= 2 * len(model) + 9
+    while len(model) > 1:
+        assert p.popleft() == model.pop(0)
+        assert len(p._ids._slots) <= 2 * len(model) + 9
+    assert_matches(p, model)
+
+
 # -- reading --------------------------------------------------------------------------------------
 
 

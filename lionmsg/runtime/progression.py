@@ -1,8 +1,9 @@
 """Progression: an ordered set of UUIDs (ADR-0006 D3: a Pile's order, a Branch's selected view).
 
-Membership, `index()`, replace-at-index, append and removal at either end are O(1); removing from the
-middle leaves a gap that later positional look-ups skip in O(log gaps), and gaps are compacted once
-they make up half of the storage. Inserting at the front reuses head room (grown geometrically), so
+Membership, `index()`, replace-at-index, append and removal at either end are O(1) (amortised); removing
+from the middle leaves a gap that later positional look-ups skip in O(log gaps), and gaps are compacted
+once they make up half of the storage, as is the room removals from the front leave once it exceeds the
+ids held. Inserting at the front reuses head room (grown geometrically), so
 putting a system message at index 0 does not make later operations linear.
 """
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["OrderSnapshot", "OrderedIds", "Progression", "to_uuid"]
 
 _EMPTY: Any = None  # a gap left by a removal
+_SPARE_HEAD_ROOM = 8  # head room kept beyond the ids held (the least a prepend makes)
 _canonical = CANONICAL_UUID.fullmatch
 _new_object = object.__new__
 
@@ -226,6 +228,11 @@ class OrderedIds:
             self._changes += 1
             if not self._slot_of:
                 self.clear()
+            elif self._head > len(self._slot_of) + _SPARE_HEAD_ROOM:
+                # Removals from the front leave head room behind them: a queue that never empties (an
+                # inbox read as it fills) would keep every slot it ever used. Dropped once it outgrows
+                # the ids held, so each compaction copies fewer ids than removals made it due.
+                self._compact()
         return removed
 
     def remove(self, ref: Any) -> None:

@@ -2,8 +2,9 @@
 
 A re-entrant lock, as LionAGI's Pile takes: a pile's methods call each other, and a manager holds its
 pile's lock around a whole change (build, add or replace, the system message's move) while the pile's
-own methods take it again. Copies and unpickled objects get a lock of their own: a lock can be
-neither copied nor pickled, and a copy is another object that no thread holds. Also here: how a task
+own methods take it again. Deep copies and unpickled objects get a lock of their own: a lock can be
+neither copied nor pickled, and a copy is another object that no thread holds. A shallow copy
+(`copy.copy`, `model_copy()`) shares its original's storage, and with it the lock that guards it. Also here: how a task
 waits for such a lock without stopping its event loop, and the mixin that deep-copies under it.
 """
 
