@@ -339,6 +339,18 @@ def test_a_branch_record_whose_view_the_branch_could_not_write_is_a_validation_e
     assert_record_refused(Branch.from_dict, record, "current_progression", ("metadata", "current_progression"))
 
 
+def test_a_refused_view_record_leaves_the_callers_progression_as_it_was() -> None:
+    # The manager a branch builds moves a system message to the front of the progression it is given:
+    # a view record that is refused stops the branch before that.
+    instruction = Instruction(content={"instruction": "Summarise."})
+    system = System(content={"system_message": "Be brief."})
+    order = Progression(order=[instruction.id, system.id])
+    view = {**Progression().to_dict(), "order": ["not an id"]}
+    with pytest.raises(ValidationError, match="not an id"):
+        Branch(messages=[instruction, system], progression=order, metadata={"current_progression": view})
+    assert list(order) == [instruction.id, system.id]
+
+
 def test_a_branch_record_whose_view_is_null_ids_or_a_progression_still_loads() -> None:
     branch = _branch()
     chosen = [str(branch.messages[1].id), str(branch.messages[2].id)]

@@ -78,12 +78,15 @@ class Branch(Element):
             content = {"system_message": system, "system_datetime": system_datetime}
             sender = system_sender or self.user or MessageRole.SYSTEM  # LionAGI's choice, in its order
             system = System(content=content, sender=sender, recipient=self.id)
+        # A selected view's record is read before the manager is built: that may move a system message to
+        # the front of the caller's progression, which a refused record must leave as it was.
+        view = self.metadata.get(CURRENT_PROGRESSION)
+        selected = Progression.from_dict(view) if isinstance(view, Mapping) else None
         # `is None`, not `or`: an empty manager is falsy, and the caller's (with its observers) must stay.
         manager = msgs if msgs is not None else MessageManager(messages, progression, system, on_message_added)
         object.__setattr__(self, "_msgs", manager)  # plain attribute: pydantic PrivateAttrs are slow
-        view = self.metadata.get(CURRENT_PROGRESSION)
-        if isinstance(view, Mapping):
-            self.metadata[CURRENT_PROGRESSION] = Progression.from_dict(view)
+        if selected is not None:
+            self.metadata[CURRENT_PROGRESSION] = selected
         # The selected view follows the history, as LionAGI's branch keeps it: added messages join it,
         # and set_system / clear_messages never leave it naming messages the history no longer holds.
         # First, and sync: an observer before it that fails does not stop it, but a cancellation while one
