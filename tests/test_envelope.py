@@ -11,7 +11,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
-from pydantic import ValidationError
+from pydantic import ValidationError, field_validator
 
 from lionmsg import (
     ActionRequest,
@@ -23,6 +23,7 @@ from lionmsg import (
     Instruction,
     InstructionContent,
     Message,
+    MessageManager,
     MessageRole,
     Node,
     Progression,
@@ -443,6 +444,72 @@ def test_update_of_generic_content_fields_is_a_type_error_and_changes_nothing() 
         message.update(sender="bob", a=2)
     assert message.content == {"a": 1}
     assert message.sender == "alice"
+
+
+class _Audited(Instruction):
+    """A user's subclass whose validators refuse a sender and a guidance text."""
+
+    @field_validator("sender", mode="after")
+    @classmethod
+    def _no_eve(cls, value: Any) -> Any:
+        if value == "eve":
+            raise ValueError("eve may not send")
+        return value
+
+    @field_validator("content", mode="after")
+    @classmethod
+    def _no_shouting(cls, value: InstructionContent) -> InstructionContent:
+        if value.guidance is not None and value.guidance.isupper():
+            raise ValueError("no shouting")
+        return value
+
+    @field_validator("metadata", mode="after")
+    @classmethod
+    def _no_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "secret" in value.get("extra", {}):
+            raise ValueError("no secrets in metadata")
+        return value
+
+
+@pytest.mark.parametrize(
+    ("changes", "refusal"),
+    [
+        ({"sender": "eve"}, "eve may not send"),
+        ({"guidance": "LOUD"}, "no shouting"),
+        # The sender passes its validator and is assigned before the content's refuses: undone.
+        ({"sender": "carol", "guidance": "LOUD"}, "no shouting"),
+    ],
+)
+def test_update_of_a_subclass_runs_its_validators_and_a_refusal_changes_nothing(
+    changes: dict[str, Any], refusal: str
+) -> None:
+    message = _Audited(content={"instruction": "q"}, sender="alice")
+    before, fields_set = fields_of(message), set(message.model_fields_set)
+    with pytest.raises(ValidationError, match=refusal):
+        message.update(**changes)
+    assert fields_of(message) == before
+    assert message.model_fields_set == fields_set
+    message.update(sender="carol", guidance="Quietly.")
+    assert (message.sender, message.content.guidance) == ("carol", "Quietly.")
+    assert message.model_fields_set == {"content", "sender"}
+
+
+def test_add_message_revising_or_tagging_a_subclass_runs_its_validators_and_a_refusal_changes_nothing() -> None:
+    manager = MessageManager()
+    message = _Audited(content={"instruction": "q"}, sender="alice")
+    manager.add_message(instruction=message)
+    before = fields_of(message)
+    with pytest.raises(ValidationError, match="no shouting"):
+        manager.add_message(instruction=message, guidance="LOUD")
+    with pytest.raises(ValidationError, match="no secrets in metadata"):
+        manager.add_message(instruction=message, metadata={"secret": 1})
+    # A revision the validators accept, with metadata they refuse: refused before the revision is made.
+    with pytest.raises(ValidationError, match="no secrets in metadata"):
+        manager.add_message(instruction=message, guidance="Quietly.", metadata={"secret": 1})
+    assert fields_of(message) == before
+    assert list(manager.messages) == [message]
+    manager.add_message(instruction=message, guidance="Quietly.", metadata={"note": 1})
+    assert (message.content.guidance, message.metadata["extra"]) == ("Quietly.", {"note": 1})
 
 
 # -- clone() --------------------------------------------------------------------------------------

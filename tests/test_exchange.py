@@ -168,6 +168,20 @@ def test_collect_consumes_the_outbox_and_delivers_the_same_object() -> None:
     assert run(exchange.collect(a)) == 0
 
 
+def test_mail_queued_by_hand_is_filed_under_the_owner_whose_outbox_it_left() -> None:
+    # Not under its `sender` field, which LionAGI uses (and which may name no owner at all).
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    flow_a, flow_b = exchange.get(a), exchange.get(b)
+    assert flow_a is not None
+    assert flow_b is not None
+    flow_a.queue(Message(content="by hand", sender="alice", recipient=b))
+    assert run(exchange.collect(a)) == 1
+    assert list(flow_b.progressions) == ["outbox", f"inbox_{a}"]
+    assert [m.content for m in exchange.receive(b, a)] == ["by hand"]
+    assert exchange.receive(b, "alice") == []
+
+
 def test_inbox_progressions_keep_the_order_and_time_their_inboxes_opened() -> None:
     exchange = Exchange()
     a, b, c = owners(exchange, 3)
@@ -327,6 +341,21 @@ def test_a_broadcast_holding_a_lock_shares_only_the_lock() -> None:
     assert to_b.metadata["lock"] is lock
     assert to_c.metadata["lock"] is lock
     assert to_b.id == to_c.id == sent.id
+
+
+def test_copies_of_a_broadcast_holding_a_lock_say_what_the_original_was_given() -> None:
+    # As every broadcast copy does: its fields set is the original's, so exclude_unset dumps agree.
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+    sent = exchange.send(a, None, {"lock": threading.Lock()})
+    given = set(sent.model_fields_set)
+    assert "metadata" not in given
+    assert run(exchange.collect(a)) == 1
+    (to_b,), (to_c,) = exchange.receive(b), exchange.receive(c)
+    assert to_b.model_fields_set == to_c.model_fields_set == given
+    assert to_b.model_dump(exclude_unset=True).keys() == sent.model_dump(exclude_unset=True).keys()
+    to_b.channel = "ops"  # one copy's own change reaches neither the other nor the original
+    assert to_c.model_fields_set == sent.model_fields_set == given
 
 
 # -- direct delivery only to registered UUID owners -----------------------------------------------

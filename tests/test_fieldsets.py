@@ -212,7 +212,7 @@ def test_two_threads_assigning_to_one_message_keep_both_names(monkeypatch: pytes
     # install its copy when the second assigns another field. The second now waits for the first (for
     # at most the join's timeout here) and records its name in the first's copy.
     (message,) = built_instructions(1)
-    install = fieldsets._set_fields_set
+    install = fieldsets.set_fields_set
     other = threading.Thread(target=setattr, args=(message, "channel", "ops"))
 
     def install_after_the_other_thread_had_its_turn(model: Any, fields_set: set[str]) -> None:
@@ -221,7 +221,7 @@ def test_two_threads_assigning_to_one_message_keep_both_names(monkeypatch: pytes
             other.join(timeout=0.2)
         install(model, fields_set)
 
-    monkeypatch.setattr(fieldsets, "_set_fields_set", install_after_the_other_thread_had_its_turn)
+    monkeypatch.setattr(fieldsets, "set_fields_set", install_after_the_other_thread_had_its_turn)
     message.recipient = "assistant"
     other.join()
     assert message.model_fields_set == {"content", "sender", "recipient", "channel"}

@@ -745,3 +745,25 @@ def test_a_subclass_assignment_is_pydantics_own_on_the_message_itself() -> None:
     assert seen[-1] is message
     assert message._last_channel == "ops"
     assert message.model_fields_set == {"content", "channel"}
+
+
+def test_a_clone_shows_the_message_before_a_concurrent_update_or_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another thread's update() lands while clone() copies the content: the clone's routing is read from
+    # the same fields dict as its content, never the new sender beside the old text.
+    from lionmsg.generated.content import InstructionContent
+
+    message = Instruction(content={"instruction": "Summarise.", "guidance": "old"}, sender="user")
+    copy_content = InstructionContent.copy
+
+    changer = threading.Thread(target=message.update, kwargs={"sender": "assistant", "guidance": "new"})
+
+    def copy_while_another_thread_updates(content: InstructionContent) -> InstructionContent:
+        if changer.ident is None:  # the clone's copy (update() may copy too, in the other thread)
+            changer.start()
+            changer.join(GUARD)
+        return copy_content(content)
+
+    monkeypatch.setattr(InstructionContent, "copy", copy_while_another_thread_updates)
+    clone = message.clone()
+    assert (message.sender, message.content.guidance) == ("assistant", "new")
+    assert (clone.sender, clone.content.guidance) == ("user", "old")

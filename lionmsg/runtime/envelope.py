@@ -32,7 +32,7 @@ from lionmsg.runtime.fastpath import (
     set_fields_dict,
     trusted_instance,
 )
-from lionmsg.runtime.fieldsets import SharedFieldsSet, mark_field_set, own_fields_set
+from lionmsg.runtime.fieldsets import SharedFieldsSet, mark_field_set, own_fields_set, set_fields_set
 from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH, RecordFieldError
 
@@ -249,6 +249,10 @@ class MessageBehaviour(Node, Sendable):
         new_recipient = normalize_address(recipient) if recipient else None
         content = self.__dict__["content"]
         new_content = self._updated_content(content, content_fields) if content_fields else None
+        if type(self) not in ENVELOPE_CLASSES:
+            changes = {"sender": new_sender, "recipient": new_recipient, "content": new_content}
+            self._assign_all({name: value for name, value in changes.items() if value is not None})
+            return
         # Every value is already validated: store it without a second validation pass, unless another
         # thread replaced the content meanwhile: then the change is made again on what it holds now.
         while True:
@@ -267,6 +271,21 @@ class MessageBehaviour(Node, Sendable):
                     return
             content = self.__dict__["content"]
             new_content = self._updated_content(content, content_fields)
+
+    def _assign_all(self, changes: dict[str, Any]) -> None:
+        """A subclass's road for a change of several fields: pydantic's assignment of each, on the message
+        (its validators may look at it), undone when one refuses, so a refused change changes no field
+        and no fields set. As atomic against other threads as any pydantic model's assignments."""
+        fields, fields_set = dict(self.__dict__), self.__pydantic_fields_set__
+        # A shared set never changes in place (the message takes its own first); its own set does.
+        saved_set = fields_set if type(fields_set) is SharedFieldsSet else set(fields_set)
+        try:
+            for name, value in changes.items():
+                setattr(self, name, value)
+        except BaseException:
+            set_fields_dict(self, fields)
+            set_fields_set(self, saved_set)
+            raise
 
     def _updated_content(self, content: Any, changes: dict[str, Any]) -> MessageContent:
         if not isinstance(content, MessageContent):
@@ -293,6 +312,12 @@ class MessageBehaviour(Node, Sendable):
     def _merge_extra(self, values: dict[str, Any]) -> None:
         """Merge `values` (the caller's, copied) into `metadata["extra"]`, LionAGI's place for metadata given
         with a message; new dicts, so a reader of the old ones never sees them change."""
+        if type(self) not in ENVELOPE_CLASSES:  # a subclass's validators see the new metadata (update())
+            metadata = dict(self.metadata)
+            extra = metadata.get("extra")
+            metadata["extra"] = {**({} if extra is None else extra), **values}
+            self._assign_all({"metadata": metadata})
+            return
         with _CHANGING_FIELDS:
             fields = dict(self.__dict__)
             metadata = fields["metadata"] = dict(fields["metadata"])
@@ -303,19 +328,23 @@ class MessageBehaviour(Node, Sendable):
     def clone(self) -> Self:
         """The same class and content under a new identity; `metadata["clone_from"]` names the source.
         Content and metadata are deep copies (a list plain JSON holds twice is copied twice)."""
+        # One read of the fields dict: a change swaps in a new one (or writes one value in it), so another
+        # thread's update() never shows in the clone half made.
+        values = self.__dict__
+        content, embedding = values["content"], values["embedding"]
         # copy_value: plain JSON as deep as a record can be (deepcopy recurses twice per level)
-        content = self.content.copy() if isinstance(self.content, MessageContent) else copy_value(self.content)
-        metadata = copy_value(self.metadata)
-        metadata["clone_from"] = str(self.id)
+        content = content.copy() if isinstance(content, MessageContent) else copy_value(content)
+        metadata = copy_value(values["metadata"])
+        metadata["clone_from"] = str(values["id"])
         # A subclass's own fields (or a generated class's the fast roads do not know) are cloned too.
         extra = {} if type(self) in ENVELOPE_CLASSES else self._fields_beyond_the_envelope()
         return type(self)(
             content=content,
             metadata=metadata,
-            embedding=None if self.embedding is None else list(self.embedding),
-            sender=self.sender,
-            recipient=self.recipient,
-            channel=self.channel,
+            embedding=None if embedding is None else list(embedding),
+            sender=values["sender"],
+            recipient=values["recipient"],
+            channel=values["channel"],
             **extra,
         )
 

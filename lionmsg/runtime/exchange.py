@@ -41,6 +41,7 @@ from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.content.base import MessageContent, copy_value
 from lionmsg.runtime.element import Element, part_of_record, parts_later, record_error
 from lionmsg.runtime.fastpath import assemble, message_copies
+from lionmsg.runtime.fieldsets import SharedFieldsSet, set_fields_set
 from lionmsg.runtime.flow import Flow, inbox_name
 from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock, acquire_without_blocking_the_loop
@@ -479,4 +480,8 @@ def _copy_sharing_the_uncopyable(message: Message) -> Message:
         "metadata": copy_value(message.metadata),
         "embedding": None if embedding is None else list(embedding),
     }
-    return message.model_copy(update=update)
+    copied = message.model_copy(update=update)
+    # model_copy records the updated names as given: a copy says what the original says (exclude_unset).
+    fields_set = message.__pydantic_fields_set__
+    set_fields_set(copied, fields_set if type(fields_set) is SharedFieldsSet else set(fields_set))
+    return copied

@@ -33,7 +33,7 @@ from lionmsg.generated.messages import (
     System,
 )
 from lionmsg.runtime.content.base import owned_copy
-from lionmsg.runtime.fastpath import MISSING, assemble
+from lionmsg.runtime.fastpath import ENVELOPE_CLASSES, MISSING, assemble
 
 __all__ = [
     "AddMessageArguments",
@@ -97,8 +97,13 @@ def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metada
     kind = _kind(arguments)
     extra_copy = None
     if metadata:
-        _check_extra(arguments.get(kind))  # the message it names is the one updated (and returned)
+        existing = arguments.get(kind)  # the message it names is the one updated (and returned)
+        _check_extra(existing)
         extra_copy = owned_copy(dict(metadata))  # before any builder revises a message: it may refuse
+        if isinstance(existing, Message) and type(existing) not in ENVELOPE_CLASSES:
+            # A subclass's validators may refuse the merged metadata: asked on a copy, before the builder
+            # revises the message in place (the merge comes last, on the message the builder returns).
+            existing.model_copy()._merge_extra(extra_copy)
     given = {
         name: value for name, value in arguments.items() if (value is not None if name in _GIVEN_UNLESS_NONE else value)
     }

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import ROLES_BY_VALUE as _ROLES_BY_VALUE
 from lionmsg.runtime.addressing import normalize_address, record_address
-from lionmsg.runtime.fieldsets import SharedFieldsSet, shared_fields_set
+from lionmsg.runtime.fieldsets import SharedFieldsSet, set_fields_set, shared_fields_set
 from lionmsg.runtime.ids import new_uuid4, parse_canonical_uuid, uuid_text
 from lionmsg.runtime.wire import RecordFieldError
 
@@ -377,7 +377,6 @@ def dump_address(value: Any) -> Any:
 # BaseModel's slots, set through their descriptors (what object.__setattr__ finds, at half its cost):
 # BaseModel.__setattr__ would validate.
 set_fields_dict = BaseModel.__dict__["__dict__"].__set__
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _new_object = object.__new__
@@ -388,7 +387,7 @@ def trusted_instance(cls: type[BaseModel], values: dict[str, Any], fields_set: s
     pydantic's own construction leaves it (no extras, no private attributes)."""
     message = _new_object(cls)
     set_fields_dict(message, values)
-    _set_fields_set(message, fields_set)
+    set_fields_set(message, fields_set)
     _set_extra(message, None)
     _set_private(message, None)
     return message

@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
-__all__ = ["SharedFieldsSet", "mark_field_set", "own_fields_set", "shared_fields_set"]
+__all__ = ["SharedFieldsSet", "mark_field_set", "own_fields_set", "set_fields_set", "shared_fields_set"]
 
 _SHARED_REFUSAL = (
     "this fields set is shared by many messages and cannot change in place; "
@@ -80,8 +80,9 @@ def shared_fields_set(names: Iterable[str]) -> SharedFieldsSet:
     return found
 
 
-# BaseModel's slot, set through its descriptor: BaseModel.__setattr__ would treat it as a field.
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+"""Give a model a fields set: BaseModel's slot, set through its descriptor (BaseModel.__setattr__ would
+treat the name as a field's)."""
 
 
 def own_fields_set(model: BaseModel) -> set[str]:
@@ -94,7 +95,7 @@ def own_fields_set(model: BaseModel) -> set[str]:
             fields_set = model.__pydantic_fields_set__
             if type(fields_set) is SharedFieldsSet:
                 fields_set = set(fields_set)
-                _set_fields_set(model, fields_set)
+                set_fields_set(model, fields_set)
     return fields_set
 
 
