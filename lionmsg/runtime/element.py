@@ -25,7 +25,7 @@ from pydantic import (
     field_serializer,
     field_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError, to_jsonable_python
 
 from lionmsg.runtime.ids import new_uuid4, uuid_text
 from lionmsg.runtime.wire import CANONICAL_UUID, UNWRITABLE_DEPTH, check_finite, check_mode, loads_json, write_json
@@ -161,8 +161,10 @@ class Element(BaseModel):
             value = {k: v for k, v in value.items() if k != "lion_class"}
         return value
 
+    # `dict[Any, Any]`: pydantic writes the keys of a `dict[str, ...]` return lossily, a lone surrogate as
+    # three U+FFFD, where an untyped key is an error (`model_dump` then keeps it).
     @field_serializer("metadata")
-    def _write_lion_class(self, value: dict[str, Any]) -> dict[str, Any]:
+    def _write_lion_class(self, value: dict[str, Any]) -> dict[Any, Any]:
         return {**value, "lion_class": type(self).__name__}
 
     @field_serializer("id")
@@ -216,6 +218,17 @@ class Element(BaseModel):
         record: dict[str, Any] = self.model_dump(mode=mode, context=_PARTS_LATER)
         self._add_part_records(record, mode)
         return record
+
+    def model_dump(self, *, mode: Literal["json", "python"] | str = "python", **options: Any) -> dict[str, Any]:
+        """Pydantic's dump, except that in JSON mode a dict key holding a lone surrogate is kept, as the
+        one-pass roads and the JSON writers keep it: pydantic-core refuses such a key there
+        (UnicodeEncodeError), so the python-mode dump is brought to JSON form around it."""
+        try:
+            return super().model_dump(mode=mode, **options)
+        except UnicodeEncodeError:
+            if mode != "json":
+                raise
+            return jsonable_keeping_keys(super().model_dump(mode="python", **options))  # type: ignore[no-any-return]
 
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
         """A container puts the records of what it holds (messages, piles, flows) into its own record;
@@ -313,6 +326,21 @@ class Element(BaseModel):
 _CLASSES_BY_NAME.setdefault(Element, {})["Element"] = Element
 
 
+def jsonable_keeping_keys(value: Any) -> Any:
+    """A python-mode dump in JSON form as pydantic's JSON mode writes it (another key as its text, by
+    pydantic's rule), its string keys kept as they are (a lone surrogate included: JSON writes it as an
+    escape)."""
+    kind = type(value)
+    if kind is dict:
+        return {
+            key if type(key) is str else next(iter(to_jsonable_python({key: None}))): jsonable_keeping_keys(item)
+            for key, item in value.items()
+        }
+    if kind is list or kind is tuple:
+        return [jsonable_keeping_keys(item) for item in value]
+    return to_jsonable_python(value)
+
+
 def _chosen(record: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
     """A dump's top-level keys as `include`/`exclude` choose them: pydantic applies them to fields, but a
     container's serializer adds its parts (a pile's `collections`, a branch's `messages`) itself."""
@@ -349,21 +377,25 @@ class Node(Element):
 
 
 def check_embedding(owner: Element, embedding: list[Any]) -> bool:
-    """Whether an embedding holds finite floats only; a ValueError naming the entry when it holds
-    something no record can (a bool, a string, an integer beyond a double): changed in place since it
-    was checked, where pydantic's dump would write it into the record or fail with a TypeError. A NaN
-    or an infinity is left to the JSON writers' check, which names where it sits in the whole record."""
+    """Whether an embedding holds finite floats only, what a record writes as they are; a ValueError naming
+    the entry when it holds something no record can (a bool, a string, an integer beyond a double):
+    changed in place since it was checked, where pydantic's dump would write it into the record or fail
+    with a TypeError. False for an integer within a double's range (pydantic's dump writes it as a float)
+    and for a NaN or an infinity, which is left to the JSON writers' check, naming where it sits in the
+    whole record."""
     if set(map(type, embedding)) <= {float}:  # the usual case, in C
         return all(map(math.isfinite, embedding))
-    finite = True
+    plain = True
     for index, number in enumerate(embedding):
         kind = type(number)
         if kind is float:
-            finite = finite and math.isfinite(number)
-        elif kind is not int or not -_DOUBLE_MAX <= number <= _DOUBLE_MAX:
+            plain = plain and math.isfinite(number)
+        elif kind is int and -_DOUBLE_MAX <= number <= _DOUBLE_MAX:
+            plain = False
+        else:
             shown = "an integer beyond the range of a double" if kind is int else repr(number)
             raise ValueError(
                 f"cannot write {shown} in the embedding of {type(owner).__name__} {owner.id} (at index {index}): "
                 "an embedding holds numbers"
             )
-    return finite
+    return plain

@@ -139,9 +139,42 @@ def write_json(record: Any) -> str:
         return _write_json(record).decode()
     except PydanticSerializationError as error:
         try:
-            return json.dumps(record, separators=(",", ":"), allow_nan=False)
+            try:
+                return json.dumps(record, separators=(",", ":"), allow_nan=False)
+            except ValueError as refusal:
+                # int() spells no more than sys.get_int_max_str_digits() digits: write such integers in
+                # pieces, as records read them (a lone surrogate beside one brought us here).
+                if "integer string conversion" not in str(refusal):
+                    raise
+                return "".join(_json_pieces(record, []))
         except (TypeError, ValueError, RecursionError):
             raise error from None
+
+
+def _json_pieces(value: Any, pieces: list[str]) -> list[str]:
+    """`json.dumps(value, separators=(",", ":"), allow_nan=False)` as pieces of text, integers of any
+    length written exactly (for JSON-mode data: dicts with string keys, lists, scalars)."""
+    kind = type(value)
+    if kind is dict:
+        pieces.append("{")
+        for number, (key, item) in enumerate(value.items()):
+            if type(key) is not str:
+                raise TypeError(f"a record's keys are strings, not {type(key).__name__}")
+            pieces.append(f"{',' if number else ''}{json.dumps(key)}:")
+            _json_pieces(item, pieces)
+        pieces.append("}")
+    elif kind is list:
+        pieces.append("[")
+        for number, item in enumerate(value):
+            if number:
+                pieces.append(",")
+            _json_pieces(item, pieces)
+        pieces.append("]")
+    elif kind is int:
+        pieces.append(_exact_text(value))
+    else:  # text, a float, a bool, None (or what the writer refuses, as it refuses it)
+        pieces.append(json.dumps(value, allow_nan=False))
+    return pieces
 
 
 def _path_to_non_finite(value: Any, path: str) -> str | None:
@@ -178,7 +211,20 @@ def _exact_int(text: str) -> int:
     return -value if text.startswith("-") else value
 
 
+def _exact_text(number: int) -> str:
+    """`str(number)` for an integer of any length: `_exact_int`'s inverse, a long one spelled half by half."""
+    if -_PIECE_BOUND < number < _PIECE_BOUND:
+        return str(number)
+    if number < 0:
+        return "-" + _exact_text(-number)
+    split = (number.bit_length() * 3 // 10) // 2  # about half its digits (log10(2) > 0.3)
+    high, low = divmod(number, 10**split)
+    return _exact_text(high) + _exact_text(low).zfill(split)
+
+
 _DIGITS_PER_PIECE = 640  # the smallest limit sys.set_int_max_str_digits takes (the default is 4300)
+
+_PIECE_BOUND = 10**_DIGITS_PER_PIECE
 
 # One decoder for every call: json.loads with hooks builds a new decoder (and scanner) each time.
 _STRICT_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_not_json)
