@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import date
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -149,6 +151,16 @@ def test_request_rendering() -> None:
     assert request.rendered == "Function: search\nArguments:\n  q: x\n  n: 3"
     assert request.content.render_compact() == "search(q='x', n=3)"
     assert ActionRequest(content={"function": "f"}).rendered == "Function: f"
+
+
+def test_a_compact_call_quotes_text_and_shows_every_other_value_as_str_does() -> None:
+    # LionAGI 0.36.0's rule (`{k}={v!r}` for a str, `{k}={v}` otherwise): a date reads as a date.
+    arguments = {"day": date(2024, 1, 2), "amount": Decimal("9.99"), "note": "a'b", "tags": ["x"], "none": None}
+    request = ActionRequest(content={"function": "book", "arguments": arguments})
+    assert (
+        request.content.render_compact() == """book(day=2024-01-02, amount=9.99, note="a'b", tags=['x'], none=None)"""
+    )
+    assert ActionRequest(content={}).content.render_compact() == "unknown()"
 
 
 # -- ActionResponse -------------------------------------------------------------------------------

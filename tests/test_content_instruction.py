@@ -304,22 +304,52 @@ def test_reassigning_the_structure_class_renders_with_the_new_one() -> None:
     )
 
 
-class _LionagiStyleStructure:
-    """A structure class written for LionAGI: `request_schema()`, no `schema()`."""
+class _StructureWithoutSchema:
+    """A structure class with neither lionmsg's `schema()` nor LionAGI's `request_schema()`."""
 
     def __init__(self, response_format: Any) -> None:
         self.response_format = response_format
-
-    def request_schema(self) -> dict[str, Any]:
-        return {}
 
     def render(self) -> str:
         return "x"
 
 
+class _Answer(BaseModel):
+    score: int
+
+
+class _LionagiStyleStructure:
+    """A structure class written for LionAGI: `is_dict_mode`, `request_schema()` (a model class), `render()`."""
+
+    def __init__(self, response_format: Any) -> None:
+        self.is_dict_mode = isinstance(response_format, dict)
+
+    def request_schema(self) -> type[BaseModel]:
+        return _Answer
+
+    def render(self) -> str:
+        return "RETURN JSON"
+
+
+def test_a_structure_class_written_for_lionagi_renders_as_lionagi_renders_it() -> None:
+    # LionAGI 0.36.0's text for the same class (bench/.venv-bench, compared by hand): the model's JSON
+    # Schema as ResponseSchema unless in dict mode, then the class's own ResponseFormat.
+    in_dict_mode = Instruction(
+        content={"instruction": "x", "response_format": {"a": 1}, "structure": _LionagiStyleStructure}
+    )
+    assert in_dict_mode.rendered == "Instruction: x\nResponseFormat: RETURN JSON"
+    with_a_model = Instruction(
+        content={"instruction": "x", "response_format": _Answer, "structure": _LionagiStyleStructure}
+    )
+    assert with_a_model.rendered == (
+        "Instruction: x\nResponseSchema:\n  properties:\n    score:\n      title: Score\n      type: integer\n"
+        "  required:\n  - score\n  title: _Answer\n  type: object\nResponseFormat: RETURN JSON"
+    )
+
+
 def test_an_attribute_error_while_rendering_is_a_rendering_failure_not_a_repr() -> None:
     message = Instruction(
-        content={"instruction": "q", "response_format": {"a": 1}, "structure": _LionagiStyleStructure}
+        content={"instruction": "q", "response_format": {"a": 1}, "structure": _StructureWithoutSchema}
     )
     with pytest.raises(AttributeError, match="schema"):
         _ = message.rendered

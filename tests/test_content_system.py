@@ -8,7 +8,7 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from lionmsg import Message, MessageRole, System, SystemContent
+from lionmsg import Message, MessageManager, MessageRole, System, SystemContent
 
 MINUTE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d\+00:00")
 
@@ -42,6 +42,23 @@ def test_false_and_none_mean_no_time(value: object) -> None:
 
 def test_a_string_time_is_kept() -> None:
     assert SystemContent(system_datetime="2024 custom").system_datetime == "2024 custom"
+
+
+@pytest.mark.parametrize(
+    ("given", "text"),
+    [(dt.date(2024, 1, 2), "2024-01-02"), (dt.datetime(2024, 1, 2, 3, 4), "2024-01-02 03:04:00")],
+    ids=["date", "datetime"],
+)
+def test_a_date_or_datetime_is_kept_as_the_text_lionagi_renders(given: dt.date, text: str) -> None:
+    system = MessageManager().add_message(system="S", system_datetime=given)
+    assert system.content.system_datetime == text  # text: the record holds it as it renders
+    assert system.rendered == f"System Time: {text}\n\nS"  # LionAGI 0.36.0's text for the same input
+    assert SystemContent.from_dict({"system_datetime": given}).system_datetime == text
+
+
+def test_a_time_that_is_neither_text_nor_a_date_is_refused() -> None:
+    with pytest.raises(ValueError, match="system_datetime must be a string or null"):
+        SystemContent(system_datetime=5)
 
 
 def test_rendering() -> None:

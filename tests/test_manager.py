@@ -946,6 +946,15 @@ def test_last_response_and_last_instruction() -> None:
 # -- raw projection -------------------------------------------------------------------------------
 
 
+def test_lionagis_render_cache_keyword_is_taken_and_every_projection_is_fresh() -> None:
+    manager = MessageManager()
+    message = manager.add_message(instruction="Summarise.")
+    assert manager.to_chat_msgs(_use_render_cache=False) == manager.to_chat_msgs(_use_render_cache=True)
+    message.content.guidance = "In one line."  # changed in place: no cached text survives it
+    expected = [{"role": "user", "content": "Guidance: In one line.\nInstruction: Summarise."}]
+    assert manager.to_chat_msgs(_use_render_cache=True) == manager.to_chat_msgs() == expected
+
+
 def test_to_chat_msgs_projects_everything_without_folding() -> None:
     manager = _mixed()
     chat = manager.to_chat_msgs()

@@ -346,10 +346,11 @@ class MessageManager:
 
     # -- projection --------------------------------------------------------------------------------
 
-    def to_chat_msgs(self, progression: Any = None) -> list[dict[str, Any]]:
+    def to_chat_msgs(self, progression: Any = None, *, _use_render_cache: bool = True) -> list[dict[str, Any]]:
         """`{"role", "content"}` for each message of `progression` (ids, UUID strings or positions), or
         of the whole history when it is None or falsy; an empty list gives an empty list. A reference
-        to no message, or a message that cannot render, raises ValueError."""
+        to no message, or a message that cannot render, raises ValueError. `_use_render_cache` is
+        LionAGI's keyword, taken so that code passing it ports: rendering is never cached here."""
         if isinstance(progression, list) and not progression:
             return []
         messages = self.messages

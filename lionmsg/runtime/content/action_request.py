@@ -54,6 +54,9 @@ class ActionRequestBehaviour(MessageContent):
         return minimal_yaml({"Function": self.function, "Arguments": self.arguments}).strip()
 
     def render_compact(self) -> str:
-        """A call-like one-liner: `search(q='x', n=3)`."""
-        arguments = ", ".join(f"{key}={value!r}" for key, value in self.arguments.items())
+        """A call-like one-liner: `search(q='x', n=3)` (text quoted, any other value as `str` shows it, as
+        LionAGI writes it: `day=2024-01-02`)."""
+        arguments = ", ".join(
+            f"{key}={value!r}" if isinstance(value, str) else f"{key}={value}" for key, value in self.arguments.items()
+        )
         return f"{self.function or 'unknown'}({arguments})"

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.content.images import image_problem, image_url
-from lionmsg.runtime.content.structure import JsonStructure, build_structure, resolve_structure
+from lionmsg.runtime.content.structure import JsonStructure, build_structure, resolve_structure, response_schema
 from lionmsg.runtime.render.minimal_yaml import minimal_yaml
 from lionmsg.runtime.wire import RecordFieldError
 
@@ -137,7 +137,7 @@ class InstructionBehaviour(MessageContent):
             "Instruction": self.instruction,
             "Context": self.prompt_context,
             "Tools": self.tool_schemas,
-            "ResponseSchema": None if structure is None else structure.schema(),
+            "ResponseSchema": None if structure is None else response_schema(structure),
             "ResponseFormat": None if structure is None else structure.render(),
         }
         shown = {name: value for name, value in sections.items() if value not in (None, "", [], {})}

@@ -3,7 +3,9 @@
 A structure class takes the response format (a JSON object, or a pydantic model class) in its
 constructor and offers `schema()` (the JSON Schema shown as ResponseSchema, or None) and `render()`
 (the ResponseFormat text). `JsonStructure` is the default; pass another class as
-`InstructionContent(structure=...)` to change the wording. The wording is lionmsg's own.
+`InstructionContent(structure=...)` to change the wording. The wording is lionmsg's own. A structure
+class written for LionAGI (`is_dict_mode`, `request_schema()` giving a model class, `render()`) works
+as it does there: see `response_schema`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["JsonStructure", "build_structure", "resolve_structure"]
+__all__ = ["JsonStructure", "build_structure", "resolve_structure", "response_schema"]
 
 
 class JsonStructure:
@@ -39,6 +41,19 @@ class JsonStructure:
     def render(self) -> str:
         example = json.dumps(self.example(), ensure_ascii=False, default=str)
         return f"Reply with one JSON object of this shape, in a ```json code block:\n```json\n{example}\n```"
+
+
+def response_schema(structure: Any) -> Any:
+    """What a structure shows as ResponseSchema: its `schema()`; for a class with LionAGI's protocol instead
+    (`request_schema()`, no `schema()`), the JSON Schema of the model `request_schema()` gives, none in
+    dict mode, as LionAGI shows it. A class with neither fails here (an AttributeError: the message
+    then renders to no chat message)."""
+    kind = type(structure)
+    if hasattr(kind, "schema") or not hasattr(kind, "request_schema"):
+        return structure.schema()
+    if structure.is_dict_mode:
+        return None
+    return structure.request_schema().model_json_schema()
 
 
 def resolve_structure(structure: Any) -> Any:

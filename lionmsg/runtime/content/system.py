@@ -24,11 +24,14 @@ class SystemBehaviour(MessageContent):
         __slots__ = ()
 
     def _normalize(self) -> None:
-        # True stamps the current time, False means none; a string is kept as given.
+        # True stamps the current time, False means none; a string is kept as given, and a date or a
+        # datetime becomes the text LionAGI renders it as (str()), which a record can hold.
         if self.system_datetime is True:
             self.system_datetime = current_system_time()
         elif self.system_datetime is False:
             self.system_datetime = None
+        elif isinstance(self.system_datetime, dt.date):  # a datetime is a date too
+            self.system_datetime = str(self.system_datetime)
 
     @property
     def rendered(self) -> str:
