@@ -361,6 +361,11 @@ def _kind_name(value: str | None) -> str | None:
 def _branch_id(value: str) -> str:
     if not value:  # a store never holds one: a usage error, as an unknown branch is
         raise argparse.ArgumentTypeError("a branch id cannot be empty")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a byte of the command line that is not UTF-8 (a lone surrogate here)
+            raise argparse.ArgumentTypeError(f"a branch id is UTF-8 text, not {_quoted(value)}") from None
     return value
 
 

@@ -184,6 +184,18 @@ def test_an_empty_branch_id_is_a_usage_error(tmp_path: Path, capsys: pytest.Capt
     assert error.endswith("\nlionmsg show: error: argument --branch: a branch id cannot be empty\n")
 
 
+def test_a_branch_id_that_is_not_utf8_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A command-line byte that is not UTF-8 reaches Python as a lone surrogate, which no store can hold.
+    database = tmp_path / "s.db"
+    with SQLiteStore(database) as store:
+        store.attach(history(), "first")
+    with pytest.raises(SystemExit) as raised:
+        run("show", str(database), "--branch", "b\udcff")
+    assert raised.value.code == 2
+    error = capsys.readouterr().err
+    assert error.endswith('\nlionmsg show: error: argument --branch: a branch id is UTF-8 text, not "b\\udcff"\n')
+
+
 @pytest.mark.parametrize(
     ("statements", "problem"),
     [

@@ -607,6 +607,12 @@ def test_branch_ids_are_strings_or_uuids(store: SQLiteStore) -> None:
         store.load(3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^a branch id cannot be empty$"):
         store.attach(MessageManager(), "")
+    # A lone surrogate (an undecodable command-line byte, say): no branch can have it, SQLite holds UTF-8.
+    surrogate = re.escape("a branch id is text SQLite can hold, not 'b\\udcff' (a lone surrogate)")
+    for refused in (lambda: store.attach(MessageManager(), "b\udcff"), lambda: store.load("b\udcff")):
+        with pytest.raises(ValueError, match=f"^{surrogate}$"):
+            refused()
+    assert store.branches() == [str(ident)]
     with pytest.raises(TypeError, match=r"^attach takes a MessageManager or a Branch, got list$"):
         store.attach([], "x")  # type: ignore[arg-type]
 
@@ -920,6 +926,36 @@ def test_a_change_behind_the_managers_back_that_keeps_count_and_system_is_caught
         manager.add_message(instruction=text)
     change(manager)
     manager.add_message(assistant_response="next")
+    assert_same_history(store.load("b"), manager)
+
+
+@pytest.mark.parametrize("after", ["a system change", "an add"])
+def test_a_change_through_the_pile_between_a_managers_change_and_the_stores_write_is_caught_up(
+    store: SQLiteStore, after: str
+) -> None:
+    # Code that runs before the store's write (a listener or an observer registered first; another thread
+    # holding the pile's lock) swaps one message for another: count and system stay. The store took the
+    # history for "the manager's change and nothing else" and never wrote the swap.
+    manager = MessageManager(system=system("old"))
+    first = manager.add_message(instruction="A")
+
+    def swap_behind_the_managers_back(*_: Any) -> None:
+        if first.id in manager.messages:
+            manager.messages.exclude(first.id)
+            manager.messages.include(Instruction(content={"instruction": "B"}))
+
+    if after == "a system change":
+        watch_history(manager, lambda event: swap_behind_the_managers_back() if event == "system" else None)
+    store.attach(manager, "b")
+    if after == "an add":  # before the store's own observer, which attach put first
+        manager.on_message_added.insert(0, swap_behind_the_managers_back)
+    if after == "a system change":
+        manager.set_system(system("new"))
+    else:
+        manager.add_message(instruction="C")
+    manager.add_message(instruction="D")
+    assert first.id not in manager.messages
+    assert "Instruction: B" in [message.rendered for message in manager]
     assert_same_history(store.load("b"), manager)
 
 

@@ -613,7 +613,7 @@ def test_sqlite_errors_are_told_apart_with_or_without_their_codes(
 
 
 def test_a_timeout_past_what_sqlite_counts_waits_as_long_as_it_can(path: Path) -> None:
-    for timeout in (float("inf"), 1e12):
+    for timeout in (float("inf"), 1e12, 10**400):  # an int no float holds too
         with SQLiteStore(path, timeout=timeout) as store:
             assert store._open().execute("PRAGMA busy_timeout").fetchone() == (2**31 - 1,)
     with SQLiteStore(path, timeout=0.25) as store:

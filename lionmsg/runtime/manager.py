@@ -106,9 +106,11 @@ class MessageManager:
         self.messages = pile
         self.on_message_added: list[MessageCallback] = observers
         self.on_history_changed: list[HistoryListener] = []
-        # `changes_made(messages)` as the latest change made through the manager began; None until a
-        # store asks for it (`_track_changes`), so that untracked histories pay nothing per change.
+        # `changes_made(messages)` as the latest change made through the manager began and as it ended
+        # (still under the pile's lock); None until a store asks for them (`_track_changes`), so that
+        # untracked histories pay nothing per change.
         self._latest_change_began: tuple[int, int] | None = None
+        self._latest_change_ended: tuple[int, int] | None = None
         if systems:
             self.set_system(systems[0])
         if system is not None:
@@ -144,6 +146,7 @@ class MessageManager:
             if self._latest_change_began is not None:
                 self._latest_change_began = changes_made(self.messages)
             self._install_system(system)
+            self._note_change_ended()
         self._history_changed("system")
 
     def _install_system(self, system: System) -> None:
@@ -169,6 +172,7 @@ class MessageManager:
             self.messages.clear()
             if system is not None:
                 self.messages.include(system)
+            self._note_change_ended()
         self._history_changed("clear")
 
     def _refuse_async_listeners(self, event: HistoryEvent, path: str | None = None) -> None:
@@ -239,6 +243,8 @@ class MessageManager:
                 await acquire_without_blocking_the_loop(thread_lock)  # by position: a keyword costs 1.4k)
             try:
                 message, system = self._change(pile, arguments, "a_add_message")  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
+                if self._latest_change_began is not None:
+                    self._note_change_ended()
             finally:
                 thread_lock.release()
             listeners_failed = self._system_listeners_failed() if system else None
@@ -261,6 +267,8 @@ class MessageManager:
         lock.acquire()
         try:
             message, system = self._change(pile, arguments)
+            if self._latest_change_began is not None:
+                self._note_change_ended()
         finally:
             lock.release()
         return message, self._system_listeners_failed() if system else None
@@ -296,14 +304,22 @@ class MessageManager:
         if self._latest_change_began is None:
             self._latest_change_began = changes_made(self.messages)
 
+    def _note_change_ended(self) -> None:
+        """Mark where the latest change made through the manager ended (the caller holds the pile's lock):
+        a change made through the pile between it and a store's write then shows (`_nothing_else_since`)."""
+        if self._latest_change_began is not None:
+            self._latest_change_ended = changes_made(self.messages)
+
     def _nothing_else_since(self, pile: Pile[Message], seen: tuple[int, int]) -> bool:
         """Whether `pile` is still the history and, since `changes_made` marked it `seen`, changed only
         through the latest change made through the manager, or not at all. False means its messages or
-        their order were changed through the pile or its progression directly (or the pile replaced):
-        a store that wrote the history as of `seen` must rewrite it. Needs `_track_changes` first."""
+        their order were changed through the pile or its progression directly (or the pile replaced),
+        also after that change and before the caller's write: a store that wrote the history as of
+        `seen` must rewrite it. Needs `_track_changes` first."""
         if pile is not self.messages:
             return False
-        return seen == self._latest_change_began or seen == changes_made(pile)
+        now = changes_made(pile)
+        return seen == now or (seen == self._latest_change_began and now == self._latest_change_ended)
 
     # -- views -------------------------------------------------------------------------------------
 

@@ -50,8 +50,10 @@ were.
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -154,6 +156,8 @@ class SQLiteStore:
         # NaN fails `>=` too; a bool is no number of seconds (True would be one)
         if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout >= 0:
             raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        if timeout > sys.float_info.max:  # an int no float holds: as long as SQLite can wait, as infinity
+            timeout = math.inf
         self.path = os.fspath(path)
         if "\0" in self.path:  # SQLite would open the file named by what comes before it
             raise ValueError(f"a store path cannot hold a NUL character, got {self.path!r}")
@@ -523,6 +527,11 @@ def _branch_key(branch_id: Any) -> str:
         raise TypeError(f"a branch id is a string or a UUID, got {type(branch_id).__name__}")
     if not branch_id:
         raise ValueError("a branch id cannot be empty")
+    if not branch_id.isascii():
+        try:
+            branch_id.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (an undecodable byte of a command line, say)
+            raise ValueError(f"a branch id is text SQLite can hold, not {branch_id!r} (a lone surrogate)") from None
     return branch_id
 
 
