@@ -171,29 +171,28 @@ def test_usage_errors_exit_2_with_one_line(
     assert capsys.readouterr().err == message.format(**paths)
 
 
-def test_an_empty_branch_id_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # No store holds one (SQLiteStore refuses it), so it is refused with the other bad arguments.
+@pytest.mark.parametrize(
+    ("branch", "problem"),
+    [
+        # No store holds one (SQLiteStore refuses it), so it is refused with the other bad arguments.
+        ("", "a branch id cannot be empty"),
+        # A command-line byte that is not UTF-8 reaches Python as a lone surrogate: no store can hold it.
+        ("b\udcff", 'a branch id is UTF-8 text, not "b\\udcff"'),
+    ],
+    ids=["empty", "not UTF-8"],
+)
+def test_a_branch_id_no_store_can_hold_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], branch: str, problem: str
+) -> None:
     database = tmp_path / "s.db"
     with SQLiteStore(database) as store:
         store.attach(history(), "first")
     with pytest.raises(SystemExit) as raised:
-        run("show", str(database), "--branch", "")
+        run("show", str(database), "--branch", branch)
     assert raised.value.code == 2
     error = capsys.readouterr().err
     assert error.startswith("usage: lionmsg show ")
-    assert error.endswith("\nlionmsg show: error: argument --branch: a branch id cannot be empty\n")
-
-
-def test_a_branch_id_that_is_not_utf8_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # A command-line byte that is not UTF-8 reaches Python as a lone surrogate, which no store can hold.
-    database = tmp_path / "s.db"
-    with SQLiteStore(database) as store:
-        store.attach(history(), "first")
-    with pytest.raises(SystemExit) as raised:
-        run("show", str(database), "--branch", "b\udcff")
-    assert raised.value.code == 2
-    error = capsys.readouterr().err
-    assert error.endswith('\nlionmsg show: error: argument --branch: a branch id is UTF-8 text, not "b\\udcff"\n')
+    assert error.endswith(f"\nlionmsg show: error: argument --branch: {problem}\n")
 
 
 @pytest.mark.parametrize(
