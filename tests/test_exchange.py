@@ -61,6 +61,18 @@ def test_register_returns_a_flow_with_an_outbox_and_refuses_duplicates() -> None
     assert len(exchange) == 1
 
 
+def test_an_exchange_and_a_mailbox_are_true_when_empty_as_every_element_is() -> None:
+    # LionAGI's rule: `if exchange.get(owner):` asks whether the owner is registered.
+    exchange = Exchange()
+    assert bool(exchange) is True
+    (owner,) = owners(exchange, 1)
+    mailbox = exchange.get(owner)
+    assert mailbox is not None
+    assert len(mailbox) == 0
+    assert bool(mailbox) is True
+    assert bool(Flow()) is True
+
+
 def test_owner_ids_are_uuids_and_uuid_strings_are_normalised() -> None:
     exchange = Exchange()
     text = str(uuid4())

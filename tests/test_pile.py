@@ -444,7 +444,8 @@ def test_pop_by_position_or_slice_and_defaults_for_what_names_no_item() -> None:
         pile.pop("x")
     assert pile.pop(5, "default") == "default"
     assert pile.pop("x", "default") == "default"
-    assert pile.pop([1], "default") == "default"  # a list names no item
+    with pytest.raises(TypeError, match="takes one reference"):  # LionAGI pops each: never the default
+        pile.pop([1], "default")
     assert snapshot(pile) == before
 
 
@@ -524,6 +525,18 @@ def test_get_with_default() -> None:
     assert pile.get("junk", "dflt") == "dflt"
     assert pile.get(5, "dflt") == "dflt"  # out of range
     assert pile.get(True, "dflt") == "dflt"  # a bool names no position
+
+
+@pytest.mark.parametrize("several", [list, tuple, set])
+def test_several_references_to_get_or_pop_are_a_type_error_not_the_default(several: Any) -> None:
+    # LionAGI's get and pop take a list and return a list: the default would hide the difference.
+    a, b = Instruction(), Instruction()
+    pile: Pile[Any] = Pile([a, b])
+    refs = several([a.id, b.id])
+    for call in (lambda: pile.get(refs, "dflt"), lambda: pile.pop(refs, "dflt"), lambda: pile.pop(refs)):
+        with pytest.raises(TypeError, match=r"takes one reference .*: for several, call it for each$"):
+            call()
+    assert list(pile) == [a, b]
 
 
 def test_get_takes_positions_and_slices_as_lionagi_does() -> None:

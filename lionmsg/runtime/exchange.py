@@ -201,6 +201,10 @@ class Exchange(CopiedUnderLock, Element):
     def __len__(self) -> int:
         return len(self._flows)
 
+    def __bool__(self) -> bool:
+        # An element is always true, as LionAGI's (`if exchange:`), not false while no owner is registered.
+        return True
+
     def __contains__(self, owner_id: Any) -> bool:
         return self.has(owner_id)
 

@@ -295,6 +295,11 @@ class Flow(CopiedUnderLock, Element):
         """The messages the flow holds (queued and received)."""
         return len(self._items)
 
+    def __bool__(self) -> bool:
+        # An element is always true, as LionAGI's: `if exchange.get(owner):` asks whether the owner is
+        # registered, and an empty mailbox must not answer no.
+        return True
+
     def __repr__(self) -> str:
         name = "" if self.name is None else f", name={self.name!r}"
         return f"Flow(items={len(self._items)}, progressions={len(self._progressions) + len(self._unwrapped)}{name})"

@@ -172,6 +172,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                 return self[ref]
             except IndexError:
                 return default
+        _refuse_several(ref, "get")
         try:
             return self._items.get(to_uuid(ref).int, default)
         except (TypeError, ValueError):
@@ -397,6 +398,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                     return default
                 self.take(found.keys() if isinstance(found, Pile) else [found.id])
             return found
+        _refuse_several(ref, "pop")
         try:
             ident = to_uuid(ref)
         except (TypeError, ValueError):
@@ -639,6 +641,17 @@ def changes_made(pile: Pile[Any]) -> tuple[int, int]:
     a message says, not which messages there are."""
     ids = pile._progression._ids
     return ids._changes, len(ids._slot_of)
+
+
+def _refuse_several(ref: Any, method: str) -> None:
+    """A TypeError for a list (tuple, set) of references given where one is taken: LionAGI's `get` and `pop`
+    take several and return a list, so its default, returned here for a reference that names no item,
+    would hide that the call did something else."""
+    if isinstance(ref, (list, tuple, set, frozenset)):
+        raise TypeError(
+            f"Pile.{method} takes one reference (an id, its text, an element, a position or a slice), "
+            f"got a {type(ref).__name__}: for several, call it for each"
+        )
 
 
 def _is_position(ref: Any) -> bool:
