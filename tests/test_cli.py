@@ -392,6 +392,16 @@ def test_the_validator_keeps_its_verdict_on_integers_too_long_to_spell(default_d
         assert sys.get_int_max_str_digits() == limit
 
 
+def test_the_validators_errors_come_in_record_order() -> None:
+    # Indices by number (images[2] before images[10]) and keys as the record writes them (id first).
+    images = ["AAAA"] * 11
+    images[2], images[10] = "a!", "b!"
+    record = {"id": "not an id", "created_at": "later", "metadata": {"lion_class": "Instruction"}}
+    record["content"] = {"images": images}
+    paths = [error.location for error in VALIDATOR.errors(record)]
+    assert paths == ["$.id", "$.created_at", "$.content.images[2]", "$.content.images[10]"]
+
+
 def test_validate_reads_json_lines_from_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO(_lines(GOOD, "[1,", BAD)))
     status, out = run("validate", "-")

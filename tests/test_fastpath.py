@@ -516,7 +516,7 @@ PLAIN_VALUES: dict[str, list[Any]] = {
     "system_message": ["Be kind.", 7],
     "assistant_response": ["Changed.", None],
     "function": ["lookup", 3],
-    "arguments": [{"q": [1]}, ["not an object"]],
+    "arguments": [{"q": [1]}, None, ["not an object"]],
     "output": [{"rows": [1]}, None, "text"],
     "error": ["boom", None, 42],
 }
@@ -530,6 +530,10 @@ def updatable_contents() -> list[Any]:
     contents = [m.content for m in everything() if isinstance(m.content, MessageContent) and m.content._PLAIN_FIELDS]
     for response_format in ({"answer": "str"}, Answer, Answer(text="x")):
         contents.append(Instruction(content={"instruction": "Q?", "response_format": response_format}).content)
+    # Loaded from a record: images and no detail, which the full rebuild's input rules would fill in.
+    record = Instruction(content={"instruction": "Look", "images": ["https://example.org/cat.png"]}).to_dict()
+    del record["content"]["image_detail"]
+    contents.append(Instruction.from_dict(record).content)
     return contents
 
 

@@ -588,8 +588,12 @@ def test_records_must_carry_identity(missing: str) -> None:
 
 @pytest.mark.parametrize("content", ["text", 5, [1], None])
 def test_typed_record_with_wrong_content_type_is_a_type_error(content: Any) -> None:
-    with pytest.raises(TypeError, match="content of a Instruction record must be an object"):
+    with pytest.raises(TypeError, match=r"^content of an Instruction record must be an object, got "):
         Message.from_dict(_record(content=content))
+    record = System().to_dict()
+    record["content"] = content
+    with pytest.raises(TypeError, match=r"^content of a System record must be an object, got "):
+        Message.from_dict(record)
 
 
 def test_record_loading_does_not_touch_the_callers_dict() -> None:

@@ -78,8 +78,8 @@ class ActionRequestContent(ActionRequestBehaviour):
         # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
         # copies them (already normalised: _normalize() would leave them as they are), private derived
         # state rebuilt by _derive(), and only the changed fields checked (the others were valid). None
-        # for a subclass, which may add fields.
-        if type(self) is not ActionRequestContent:
+        # for a subclass, which may add fields, and where the full rebuild would change another field.
+        if type(self) is not ActionRequestContent or not self._plain_changes_keep_the_rest():
             return None
         content = object.__new__(ActionRequestContent)
         content.function = self.function
@@ -206,7 +206,6 @@ class ActionResponseContent(ActionResponseBehaviour):
     _PLAIN_FIELDS: ClassVar[frozenset[str]] = frozenset(
         {
             "function",
-            "arguments",
             "output",
             "error",
         }
@@ -259,12 +258,12 @@ class ActionResponseContent(ActionResponseBehaviour):
         # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
         # copies them (already normalised: _normalize() would leave them as they are), private derived
         # state rebuilt by _derive(), and only the changed fields checked (the others were valid). None
-        # for a subclass, which may add fields.
-        if type(self) is not ActionResponseContent:
+        # for a subclass, which may add fields, and where the full rebuild would change another field.
+        if type(self) is not ActionResponseContent or not self._plain_changes_keep_the_rest():
             return None
         content = object.__new__(ActionResponseContent)
         content.function = changes.get("function", self.function)
-        content.arguments = changes.get("arguments", dict(self.arguments))
+        content.arguments = dict(self.arguments)
         content.output = changes.get("output", shallow_copy(self.output))
         content.action_request_id = self.action_request_id
         content.error = changes.get("error", self.error)
@@ -274,12 +273,6 @@ class ActionResponseContent(ActionResponseBehaviour):
                 "function",
                 "ActionResponseContent.function must be a string",
                 content.function,
-            )
-        if "arguments" in changes and not isinstance(content.arguments, dict):
-            raise RecordFieldError(
-                "arguments",
-                "ActionResponseContent.arguments must be an object",
-                content.arguments,
             )
         if "error" in changes and not (isinstance(content.error, str) or content.error is None):
             raise RecordFieldError(
@@ -447,8 +440,8 @@ class AssistantResponseContent(AssistantResponseBehaviour):
         # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
         # copies them (already normalised: _normalize() would leave them as they are), private derived
         # state rebuilt by _derive(), and only the changed fields checked (the others were valid). None
-        # for a subclass, which may add fields.
-        if type(self) is not AssistantResponseContent:
+        # for a subclass, which may add fields, and where the full rebuild would change another field.
+        if type(self) is not AssistantResponseContent or not self._plain_changes_keep_the_rest():
             return None
         content = object.__new__(AssistantResponseContent)
         content.assistant_response = changes.get("assistant_response", self.assistant_response)
@@ -644,8 +637,8 @@ class InstructionContent(InstructionBehaviour):
         # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
         # copies them (already normalised: _normalize() would leave them as they are), private derived
         # state rebuilt by _derive(), and only the changed fields checked (the others were valid). None
-        # for a subclass, which may add fields.
-        if type(self) is not InstructionContent:
+        # for a subclass, which may add fields, and where the full rebuild would change another field.
+        if type(self) is not InstructionContent or not self._plain_changes_keep_the_rest():
             return None
         content = object.__new__(InstructionContent)
         content.instruction = changes.get("instruction", self.instruction)
@@ -937,8 +930,8 @@ class SystemContent(SystemBehaviour):
         # updated() when `changes` names only _PLAIN_FIELDS: the other fields copied as field_values()
         # copies them (already normalised: _normalize() would leave them as they are), private derived
         # state rebuilt by _derive(), and only the changed fields checked (the others were valid). None
-        # for a subclass, which may add fields.
-        if type(self) is not SystemContent:
+        # for a subclass, which may add fields, and where the full rebuild would change another field.
+        if type(self) is not SystemContent or not self._plain_changes_keep_the_rest():
             return None
         content = object.__new__(SystemContent)
         content.system_message = changes.get("system_message", self.system_message)

@@ -445,7 +445,8 @@ class MessageBehaviour(Node, Sendable):
             return
         value = record["content"]
         if not isinstance(value, dict):
-            raise TypeError(f"content of a {cls.__name__} record must be an object, got {type(value).__name__}")
+            article = "an" if cls.__name__[0] in "AEIOU" else "a"
+            raise TypeError(f"content of {article} {cls.__name__} record must be an object, got {type(value).__name__}")
         try:
             record["content"] = content_type.from_record(value)
         except RecordFieldError as exc:

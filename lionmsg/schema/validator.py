@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urldefrag, urljoin
@@ -125,7 +125,7 @@ class RecordValidator:
         if self._is_valid(record):
             return []
         validator = self._kinds[self.kind_of(record)]
-        found = sorted(validator.iter_errors(record), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+        found = sorted(validator.iter_errors(record), key=lambda e: (_record_order(record, e.absolute_path), e.message))
         if not found:  # valid as its kind, yet not exactly one kind of the union: report the union's view
             validator, found = self._union, list(self._union.iter_errors(record))
         return [RecordError(error.json_path, self._schema_path(validator, error), error.message) for error in found]
@@ -217,3 +217,21 @@ def _spells(value: int) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _record_order(record: Any, path: Iterable[Any]) -> list[int]:
+    """Where a value sits in the record, as positions: an index, or a key's place among its object's keys
+    (`images[2]` before `images[10]`, `id` before `created_at` when written so)."""
+    positions: list[int] = []
+    node = record
+    for part in path:
+        if isinstance(node, dict):
+            positions.append(next((place for place, key in enumerate(node) if key == part), len(node)))
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            positions.append(part)
+            node = node[part]
+        else:
+            positions.append(0)
+            node = None
+    return positions

@@ -142,6 +142,12 @@ class MessageContent:
             loaded from a caller's record shares them with the record until then; derived state is
             kept with the values it was built from, so it is rebuilt on use)."""
 
+    def _plain_changes_keep_the_rest(self) -> bool:
+        """Whether the full rebuild (`_from_input`) of this content with its plain fields changed would
+        leave every other field as it is, so that `_with_plain_changes` may copy them: a kind whose
+        input rules fill a field in from another (an instruction's image detail) says when not."""
+        return True
+
     def field_values(self) -> dict[str, Any]:
         """The public field values, containers copied (shallowly) so the result is independent."""
         return {name: shallow_copy(getattr(self, name)) for name in _public_fields(type(self))}

@@ -74,6 +74,11 @@ class InstructionBehaviour(MessageContent):
             data["image_detail"] = "auto"
         return cls._from_owned(data)
 
+    def _plain_changes_keep_the_rest(self) -> bool:
+        # _from_input gives images without a detail "auto" (LionAGI's from_dict rule): content loaded
+        # from a record keeps null, and a rebuild would fill it in.
+        return not (self.images and self.image_detail is None)
+
     def _normalize(self) -> None:
         # Lists, the usual values (and all a record holds), are copied without the helpers' calls.
         context, schemas, images = self.prompt_context, self.tool_schemas, self.images
