@@ -109,6 +109,14 @@ def _holds_containers(value: Any) -> bool:
 _CONTAINERS = (dict, list)
 
 
+def _merged_extra(metadata: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """A new metadata dict whose (new) `extra` dict holds `values` over the old one's."""
+    merged = dict(metadata)
+    extra = merged.get("extra")
+    merged["extra"] = {**({} if extra is None else extra), **values}
+    return merged
+
+
 def coerce_content(content_type: type[C], value: Any) -> C:
     """A typed kind's content from Python input: its dataclass as is, a dict through `from_dict`,
     None as empty content; anything else is a TypeError (ADR-0006 D1)."""
@@ -313,16 +321,11 @@ class MessageBehaviour(Node, Sendable):
         """Merge `values` (the caller's, copied) into `metadata["extra"]`, LionAGI's place for metadata given
         with a message; new dicts, so a reader of the old ones never sees them change."""
         if type(self) not in ENVELOPE_CLASSES:  # a subclass's validators see the new metadata (update())
-            metadata = dict(self.metadata)
-            extra = metadata.get("extra")
-            metadata["extra"] = {**({} if extra is None else extra), **values}
-            self._assign_all({"metadata": metadata})
+            self._assign_all({"metadata": _merged_extra(self.metadata, values)})
             return
         with _CHANGING_FIELDS:
             fields = dict(self.__dict__)
-            metadata = fields["metadata"] = dict(fields["metadata"])
-            extra = metadata.get("extra")
-            metadata["extra"] = {**({} if extra is None else extra), **values}
+            fields["metadata"] = _merged_extra(fields["metadata"], values)
             set_fields_dict(self, fields)
 
     def clone(self) -> Self:
