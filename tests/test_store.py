@@ -8,6 +8,8 @@ import json
 import math
 import re
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +34,7 @@ from lionmsg import (
 )
 from lionmsg.store import (
     Attachment,
+    BranchTakenOverError,
     CorruptRecordError,
     CorruptStoreError,
     SQLiteStore,
@@ -462,6 +465,99 @@ def test_one_history_may_be_attached_to_two_stores(tmp_path: Path) -> None:
         manager.add_message(instruction="y")
         assert_same_history(one.load("b"), manager)
         assert_same_history(two.load("b"), manager)
+
+
+def taken_over(path: Path, branch_id: str = "b") -> str:
+    return (
+        f"store {str(path)!r}, branch {branch_id!r}: another writer has attached this branch id since this "
+        "history was attached; its changes are no longer written here (detach it, or attach it again to "
+        "take the branch back)"
+    )
+
+
+def test_a_second_writer_of_a_branch_id_takes_it_over_and_the_first_writes_nothing_more(path: Path) -> None:
+    first, second = MessageManager(system=system("first")), MessageManager(system=system("second"))
+    with SQLiteStore(path) as one, SQLiteStore(path) as two:
+        handle = one.attach(first, "b")
+        first.add_message(instruction="first's")
+        two.attach(second, "b")  # another store of the same file: attach replaces what was stored
+        second.add_message(instruction="second's")
+        before = dump(path)
+        changes: list[Any] = [
+            lambda: first.add_message(instruction="refused"),
+            lambda: first.add_message(instruction=first.messages[1], guidance="refused too"),
+            lambda: first.set_system(system("refused")),
+            first.clear_messages,
+            handle.sync,
+        ]
+        for change in changes:
+            with pytest.raises(BranchTakenOverError, match=f"^{re.escape(taken_over(path))}$") as raised:
+                change()
+            assert (raised.value.path, raised.value.branch_id) == (str(path), "b")
+            assert dump(path) == before  # rolled back: the branch is the second history, whole
+        assert handle.attached  # still attached, refused until detached
+        assert [m.rendered for m in first] == ["refused"]  # the history kept its changes: the new system, cleared
+        second.add_message(instruction="more of second's")
+        assert_same_history(reloaded(path, "b"), second)
+        handle.detach()  # and attached again: takes the branch back
+        one.attach(first, "b")
+        assert_same_history(reloaded(path, "b"), first)
+        before = dump(path)
+        with pytest.raises(BranchTakenOverError, match=f"^{re.escape(taken_over(path))}$"):
+            second.add_message(instruction="refused now")
+        assert dump(path) == before
+
+
+def test_a_writer_in_another_process_takes_the_branch_over(path: Path) -> None:
+    manager = MessageManager(system=system())
+    with SQLiteStore(path) as store:
+        store.attach(manager, "b")
+        other = (
+            "import sys; from lionmsg import MessageManager; from lionmsg.store import SQLiteStore\n"
+            "with SQLiteStore(sys.argv[1]) as store:\n"
+            "    store.attach(MessageManager(), 'b').manager.add_message(instruction='theirs')\n"
+        )
+        subprocess.run([sys.executable, "-c", other, str(path)], check=True, timeout=120)
+        before = dump(path)
+        with pytest.raises(BranchTakenOverError, match=f"^{re.escape(taken_over(path))}$"):
+            manager.add_message(instruction="ours")
+        assert dump(path) == before
+        assert [m.rendered for m in reloaded(path, "b")] == ["Instruction: theirs"]
+
+
+def test_a_claim_another_client_removed_is_taken_again_by_the_next_write(store: SQLiteStore, path: Path) -> None:
+    manager = MessageManager(system=system())
+    store.attach(manager, "b")
+    execute(path, "DELETE FROM branch_writers")  # what another client (or an older lionmsg) may leave
+    manager.add_message(instruction="x")
+    assert_same_history(reloaded(path, "b"), manager)
+    assert len(query(path, "SELECT writer FROM branch_writers WHERE branch_id = 'b'")) == 1
+    with SQLiteStore(path) as other:  # and the claim protects the branch again
+        other.attach(MessageManager(), "b")
+    with pytest.raises(BranchTakenOverError):
+        manager.add_message(instruction="y")
+
+
+def test_a_store_written_before_writers_claimed_branches_is_read_and_written(path: Path) -> None:
+    manager = MessageManager(system=system(), messages=[Instruction(content={"instruction": "old"})])
+    with SQLiteStore(path) as store:
+        store.attach(manager, "b")
+    execute(path, "DROP TABLE branch_writers")  # the layout of a file written before the claims
+    before = dump(path)
+    with SQLiteStore(path, read_only=True) as reader:
+        assert_same_history(reader.load("b"), manager)
+    with SQLiteStore(path) as store:  # a writer's open, a load and a close add nothing
+        assert_same_history(store.load("b"), manager)
+    assert dump(path) == before
+    with SQLiteStore(path) as store:
+        store.attach(manager, "b")  # the first attach adds the table and claims
+        manager.add_message(instruction="new")
+        assert_same_history(store.load("b"), manager)
+    assert [name for (name,) in query(path, "SELECT name FROM sqlite_master WHERE type = 'table'")] == [
+        "branches",
+        "messages",
+        "branch_writers",
+    ]
 
 
 def test_detach_stops_persisting_and_restores_the_manager(store: SQLiteStore, path: Path) -> None:

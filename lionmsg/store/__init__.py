@@ -28,6 +28,9 @@ Errors (all subclasses of `StoreError`):
 - `UnwritableRecordError` (also a `ValueError`): a message whose record `to_json` refuses (a NaN in
   its content, say); raised from the change that wrote it, rolled back, and met again by every later
   write of that branch until the message is replaced or removed.
+- `BranchTakenOverError`: a write of an attachment whose branch id another store or process has
+  attached since (attach takes a branch over); refused and rolled back, as is every later write of it,
+  so two histories never mix in one branch. The history keeps its changes.
 - `SnapshotError` (also a `ValueError`): a file that is not a valid snapshot of the expected kind;
   `"snapshot '/path/file.json': <why>"`. A missing file is the usual `FileNotFoundError`.
 - `StoreError` itself: a closed store, a SQLite database that is not a lionmsg store (or a newer
@@ -36,6 +39,7 @@ Errors (all subclasses of `StoreError`):
 """
 
 from lionmsg.store.errors import (
+    BranchTakenOverError,
     CorruptRecordError,
     CorruptStoreError,
     SnapshotError,
@@ -53,6 +57,7 @@ __all__ = [
     "SNAPSHOT_FORMAT",
     "SNAPSHOT_VERSION",
     "Attachment",
+    "BranchTakenOverError",
     "CorruptRecordError",
     "CorruptStoreError",
     "HistoryEvent",

@@ -9,6 +9,7 @@ keeps working.
 from __future__ import annotations
 
 __all__ = [
+    "BranchTakenOverError",
     "CorruptRecordError",
     "CorruptStoreError",
     "SnapshotError",
@@ -67,6 +68,23 @@ class UnwritableRecordError(StoreError, ValueError):
         self.branch_id = branch_id
         self.message_id = message_id
         self.reason = reason
+
+
+class BranchTakenOverError(StoreError):
+    """A write of an attachment whose branch id another writer (another `SQLiteStore`, in this process
+    or another) has attached since: that attach replaced the stored history and claimed the branch, so
+    this write was refused and rolled back rather than mixing two histories in one branch. Every later
+    write of this attachment is refused the same way; the history keeps its changes. `detach()` it, or
+    detach and attach it again to take the branch back (which replaces the other writer's history)."""
+
+    def __init__(self, path: str, branch_id: str) -> None:
+        super().__init__(
+            f"store {path!r}, branch {branch_id!r}: another writer has attached this branch id since this "
+            "history was attached; its changes are no longer written here (detach it, or attach it again to "
+            "take the branch back)"
+        )
+        self.path = path
+        self.branch_id = branch_id
 
 
 class SnapshotError(StoreError, ValueError):

@@ -3,6 +3,7 @@
     branches(branch_id TEXT PRIMARY KEY, created_at REAL, system_id TEXT NULL, message_count INTEGER)
     messages(branch_id, message_id, position INTEGER, record TEXT,
              PRIMARY KEY (branch_id, message_id), UNIQUE (branch_id, position))
+    branch_writers(branch_id TEXT PRIMARY KEY, writer TEXT)   -- made by the first attach (see `claim`)
 
 `record` is the message's wire-format JSON (`Message.to_json()`: the schema-valid record, with `role`
 and `metadata.lion_class`), so any SQLite client reads a history with
@@ -10,6 +11,13 @@ and `metadata.lion_class`), so any SQLite client reads a history with
 system message; the others are at 1, 2, ... in history order, so setting a system message never
 renumbers the rest. `message_count` is kept by triggers (for every writer, not only this package) so
 that a writer can check its branch against the history in O(1).
+
+One branch id has one writer: `attach` claims the branch for its attachment (`branch_writers`, a random
+token per attachment) and each later write checks, in its transaction, that the claim is still its own.
+Another store or process attaching the same id takes the branch over (attach replaces the stored
+history), and the first one's next write is refused instead of mixing two histories in one branch. The
+table is an addition to format 1, made by the first attach, so files without it (written before it)
+stay readable and writable by every version; writers that predate it do not claim.
 
 `PRAGMA application_id` marks the file as a lionmsg store and `PRAGMA user_version` is the format
 version: a file that is some other SQLite database, or a newer format, is refused rather than altered.
@@ -33,7 +41,17 @@ from typing import TypeVar
 from lionmsg.store.errors import StoreError
 from lionmsg.store.sqlite_errors import is_busy, store_error
 
-__all__ = ["APPLICATION_ID", "FORMAT_VERSION", "check_store", "prepare", "release", "release_closed", "retry_busy"]
+__all__ = [
+    "APPLICATION_ID",
+    "FORMAT_VERSION",
+    "check_store",
+    "claim",
+    "claim_holder",
+    "prepare",
+    "release",
+    "release_closed",
+    "retry_busy",
+]
 
 T = TypeVar("T")
 
@@ -68,6 +86,29 @@ _TABLES = (
     f"PRAGMA application_id = {APPLICATION_ID}",
     f"PRAGMA user_version = {FORMAT_VERSION}",
 )
+
+_WRITERS_TABLE = """CREATE TABLE IF NOT EXISTS branch_writers (
+    branch_id TEXT PRIMARY KEY NOT NULL REFERENCES branches (branch_id) ON DELETE CASCADE,
+    writer TEXT NOT NULL
+)"""
+
+
+def claim(connection: sqlite3.Connection, branch_id: str, writer: str) -> None:
+    """Inside a write transaction, after the branch row is written: make `writer` the branch's one
+    writer, replacing any other's claim (attach takes a branch over)."""
+    connection.execute(_WRITERS_TABLE)
+    connection.execute(
+        "INSERT INTO branch_writers (branch_id, writer) VALUES (?, ?) "
+        "ON CONFLICT (branch_id) DO UPDATE SET writer = excluded.writer",
+        (branch_id, writer),
+    )
+
+
+def claim_holder(connection: sqlite3.Connection, branch_id: str) -> str | None:
+    """The writer token holding the branch, None when nothing claims it (inside a transaction)."""
+    row = connection.execute("SELECT writer FROM branch_writers WHERE branch_id = ?", (branch_id,)).fetchone()
+    return None if row is None else str(row[0])
+
 
 SQLITE_HEADER = b"SQLite format 3\x00"  # how every SQLite database file begins
 _HEADER_SIZE = 100  # byte 19 (the file format's read version) is 2 in WAL mode: SQLite opens a WAL then

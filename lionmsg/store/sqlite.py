@@ -40,6 +40,10 @@ one store may be used from different threads. Writes block: from async code they
 synchronous transaction per message. `close()` (or `detach()`) from another thread lets a write in
 progress commit first; a write that had not taken the lock yet is skipped, silently.
 
+One branch id has one writer: attach claims the branch for its attachment (schema.py), and a write of
+an attachment whose branch another store or process has attached since is a BranchTakenOverError,
+rolled back, rather than a mix of two histories in one branch.
+
 The file: any number of stores (threads, processes) may open one file, a new one included, at once.
 While a writer is open the file is in WAL mode (readers never wait for a writer's transaction), with
 its `-wal` and `-shm` files beside it; the last writer to close it switches it back to the rollback
@@ -60,7 +64,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from lionmsg.generated.messages import ActionRequest, ActionResponse, Message, System
 from lionmsg.runtime.branch import Branch
@@ -68,6 +72,7 @@ from lionmsg.runtime.manager import MessageManager, misplaced_system, misplaced_
 from lionmsg.runtime.pile import Pile, changes_made, out_of_step
 from lionmsg.runtime.wire import loads_json
 from lionmsg.store.errors import (
+    BranchTakenOverError,
     CorruptRecordError,
     CorruptStoreError,
     StoreError,
@@ -78,6 +83,8 @@ from lionmsg.store.hooks import HistoryEvent, watch_history
 from lionmsg.store.schema import (
     check_before_read_only_open,
     check_store,
+    claim,
+    claim_holder,
     file_uri,
     prepare,
     release,
@@ -108,6 +115,11 @@ class Attachment:
         self.branch_id = branch_id
         self._unwatch: Callable[[], None] = _nothing
         self._stale = False  # a write failed: the next write rewrites the branch
+        # This attachment's writer token: its first write (attach's) claims the branch with it, and every
+        # later write checks the claim is still its own (schema.py: another store or process attaching
+        # the same id takes the branch over, and this one must stop writing into it).
+        self._writer = uuid4().hex
+        self._claimed = False
         # The manager's pile and its `changes_made` mark as of the last write (None before the first).
         self._written: tuple[Pile[Message], tuple[int, int]] | None = None
 
@@ -354,7 +366,9 @@ class SQLiteStore:
                 return
             try:
                 with self._transaction("BEGIN IMMEDIATE") as connection:
-                    if attachment._stale or write is None:
+                    # attach's write claims the branch; every later one first checks it still holds it
+                    claimed = attachment._claimed and self._holds_claim(connection, attachment)
+                    if attachment._stale or write is None or not claimed:
                         self._rewrite(connection, attachment)
                     else:
                         try:
@@ -363,6 +377,8 @@ class SQLiteStore:
                             self._rewrite(connection, attachment)
                         else:
                             self._keep_in_line(connection, attachment)
+                    if not claimed:
+                        claim(connection, attachment.branch_id, attachment._writer)
             except sqlite3.Error as exc:
                 attachment._stale = True
                 what_failed = f"store {self.path!r}, branch {attachment.branch_id!r}: cannot write {what}: {exc}"
@@ -371,8 +387,18 @@ class SQLiteStore:
                 attachment._stale = True
                 raise
             attachment._stale = False
+            attachment._claimed = True
             pile = attachment.manager.messages
             attachment._written = (pile, changes_made(pile))
+
+    def _holds_claim(self, connection: sqlite3.Connection, attachment: Attachment) -> bool:
+        """True while this attachment's claim on its branch stands; BranchTakenOverError when another
+        writer (another store, or process) has attached the branch id since; False when no claim is left
+        (another client deleted the branch): this write then writes the history whole and claims again."""
+        holder = claim_holder(connection, attachment.branch_id)
+        if holder is not None and holder != attachment._writer:
+            raise BranchTakenOverError(self.path, attachment.branch_id)
+        return holder is not None
 
     def _record(self, attachment: Attachment, message: Message) -> str:
         try:
