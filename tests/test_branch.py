@@ -221,6 +221,21 @@ def test_a_system_prompt_given_as_text_is_a_system_message_to_the_branch() -> No
     assert Branch(system="plain").system.rendered == "plain"  # type: ignore[union-attr]
 
 
+def test_an_empty_prompt_adds_no_system_message_and_the_time_alone_gives_the_default_one() -> None:
+    # LionAGI's Branch tests system, system_datetime and system_sender for truth.
+    for empty in (Branch(system=""), Branch(system="", system_sender="boss"), Branch(system_datetime=False)):
+        assert empty.system is None
+        assert len(empty.messages) == 0
+        empty.msgs.add_message(instruction="hi")
+        assert [chat["role"] for chat in empty.msgs.to_chat_msgs()] == ["user"]
+    timed = Branch(system_datetime="2025", system_sender="boss")
+    assert timed.system is not None
+    assert timed.system.rendered == f"System Time: 2025\n\n{System().content.system_message}"
+    assert (timed.system.sender, timed.system.recipient) == ("boss", timed.id)
+    assert Branch(system="", system_datetime="2025").system.rendered == "System Time: 2025\n\n"  # type: ignore[union-attr]
+    assert Branch(system=System(), system_datetime=False, system_sender="").system is not None
+
+
 def test_a_system_datetime_without_a_text_prompt_is_a_value_error() -> None:
     with pytest.raises(ValueError, match=r"^system_datetime goes with a system prompt given as text$"):
         Branch(system=System(), system_datetime="2025")

@@ -9,13 +9,14 @@ import pickle
 import threading
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
 from pydantic import ValidationError
 
-from lionmsg import DroppedMail, Exchange, Flow, Message, MessageRole, Node, Pile, Progression
+from lionmsg import Branch, DroppedMail, Exchange, Flow, Message, MessageRole, Node, Pile, Progression
 from lionmsg.runtime.exchange import (
     DROP_DELIVERY_ERROR,
     DROP_NOT_AN_OWNER,
@@ -83,6 +84,26 @@ def test_owner_ids_are_uuids_and_uuid_strings_are_normalised() -> None:
         exchange.register("owner-str")
     with pytest.raises(ValueError, match="owner ids are UUIDs"):
         exchange.register(5)
+
+
+def test_an_element_stands_for_its_id_wherever_an_owner_is_named() -> None:
+    exchange = Exchange()
+    alice, bob = Branch(), Branch()
+    assert exchange.register(alice).owner() == alice.id
+    exchange.register(bob.id)
+    assert exchange.owner_ids == [alice.id, bob.id]
+    assert alice in exchange
+    assert exchange.has(bob)
+    assert exchange.get(bob) is exchange.get(bob.id)
+    sent = exchange.send(alice, bob, "hi")
+    assert (sent.sender, sent.recipient) == (alice.id, bob.id)
+    assert run(exchange.collect(alice)) == 1
+    assert exchange.receive(bob) == [sent] == exchange.receive(bob.id, alice)
+    assert exchange.pop_message(bob, alice) is sent
+    assert exchange.unregister(alice) is not None
+    assert alice not in exchange
+    with pytest.raises(ValueError, match=r"^owner ids are UUIDs \(or UUID strings, or elements with one\), got "):
+        exchange.register(SimpleNamespace(id="not a uuid"))
 
 
 def test_string_owners_can_receive_mail() -> None:

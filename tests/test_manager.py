@@ -145,6 +145,8 @@ def test_progression_orders_the_history() -> None:
     assert manager.progression is order
     with pytest.raises(ValueError, match="does not list exactly"):
         MessageManager(messages=[first, second], progression=[first.id])
+    for empty in ([], Progression()):  # not given, as LionAGI reads it: the messages' own order
+        assert [m.id for m in MessageManager(messages=[first, second], progression=empty)] == [first.id, second.id]
 
 
 # -- one system message at index 0 (design.md §6.1) -----------------------------------------------
@@ -188,8 +190,18 @@ def test_a_system_among_the_messages_becomes_the_system_at_index_zero() -> None:
     manager = MessageManager(messages=[Instruction(), system], system=replacement)
     assert kinds(manager) == ["System", "Instruction"]
     assert manager.system is replacement
-    with pytest.raises(ValueError, match="one system message"):
-        MessageManager(messages=[System(), System()])
+    twice = [System(), Instruction(), System()]  # LionAGI's Branch.clone() writes such histories
+    refusal = (
+        r"^a history holds one system message; the messages hold 2 \(pass system= to keep one: the others "
+        r"leave the history\)$"
+    )
+    for messages in (twice, Pile(twice).to_dict()):
+        with pytest.raises(ValueError, match=refusal):
+            MessageManager(messages=messages)
+    kept = MessageManager(messages=twice, system=twice[2])
+    assert [m.id for m in kept] == [twice[2].id, twice[1].id]
+    assert kept.system is twice[2]
+    assert [m.id for m in MessageManager.from_dict(kept.to_dict())] == [twice[2].id, twice[1].id]
 
 
 def test_re_setting_or_re_adding_the_current_system_updates_it_in_place() -> None:
@@ -284,6 +296,28 @@ def test_a_system_moved_from_index_zero_through_the_pile_is_no_longer_the_system
     assert reloaded.system.id == old.id
 
 
+@pytest.mark.parametrize("how", ["moved from index 0", "a second one included", "both"])
+def test_set_system_leaves_one_system_message_whatever_came_in_behind_the_managers_back(how: str) -> None:
+    old = System(content={"system_message": "old"})
+    manager = MessageManager(system=old)
+    question = manager.add_message(instruction="q")
+    strays = []
+    if how != "a second one included":
+        manager.progression.exclude(old.id)
+        manager.progression.append(old.id)
+        strays.append(old)
+    if how != "moved from index 0":
+        extra = System(content={"system_message": "extra"})
+        manager.messages.include(extra)
+        strays.append(extra)
+    new = System(content={"system_message": "new"})
+    manager.set_system(new)
+    assert [m.id for m in manager] == [new.id, question.id]
+    assert all(stray.id not in manager for stray in strays)
+    reloaded = MessageManager.from_dict(manager.to_dict())
+    assert [m.id for m in reloaded] == [new.id, question.id]
+
+
 def test_the_system_is_read_from_the_pile_a_system_put_at_index_zero_is_the_system() -> None:
     old = System(content={"system_message": "old"})
     new = System(content={"system_message": "new"})
@@ -293,10 +327,9 @@ def test_the_system_is_read_from_the_pile_a_system_put_at_index_zero_is_the_syst
     assert manager.system is new
     with pytest.raises(ValueError, match=MISPLACED.format(index=1, id=old.id)):
         manager.to_dict()
-    manager.set_system(new)  # the current one again: updated in place, the old one stays misplaced
-    with pytest.raises(ValueError, match=MISPLACED.format(index=1, id=old.id)):
-        manager.to_dict()
-    manager.messages.exclude(old)
+    manager.set_system(new)  # the current one again: updated in place, and the old one leaves the history
+    assert manager.messages[0] is new
+    assert old.id not in manager
     assert kinds(MessageManager.from_dict(manager.to_dict())) == ["System", "Instruction"]
     manager.clear_messages()  # keeps the system at index 0
     assert [m.id for m in manager] == [new.id]
@@ -1005,6 +1038,25 @@ def test_an_unrenderable_message_is_an_invalid_progression_not_a_hole() -> None:
     with pytest.raises(ValueError, match=r"One or more messages in the requested progression are invalid\.") as raised:
         manager.to_chat_msgs()
     assert isinstance(raised.value.__cause__, RuntimeError)
+
+
+def test_an_id_put_in_the_order_behind_the_piles_back_is_named_by_every_view() -> None:
+    manager = _mixed()
+    stray = uuid4()
+    manager.messages.progression.append(stray)
+    unheld = f"^the pile is out of step with its progression: its progression orders {stray}, which the pile"
+    views = ["instructions", "assistant_responses", "actions", "last_response", "last_instruction"]
+    for view in views:
+        with pytest.raises(ValueError, match=unheld) as raised:
+            getattr(manager, view)
+        assert raised.type is ValueError
+    with pytest.raises(
+        ValueError, match=r"^One or more messages in the requested progression are invalid\.$"
+    ) as raised:
+        manager.to_chat_msgs()
+    assert re.match(unheld, str(raised.value.__cause__))
+    manager.messages.progression.remove(stray)
+    assert manager.last_response is manager.assistant_responses[-1]
 
 
 # -- records --------------------------------------------------------------------------------------

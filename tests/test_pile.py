@@ -120,7 +120,19 @@ def test_progression_argument_sets_the_order_and_is_the_piles_own() -> None:
     assert Pile(progression=[]).keys() == []
 
 
-@pytest.mark.parametrize("case", ["missing", "extra", "other", "empty-for-items", "items-for-empty"])
+def test_an_empty_progression_given_with_items_is_not_given_as_lionagi_reads_it() -> None:
+    a, b = Instruction(), Node()
+    for empty in ([], Progression(), Pile([a, b]).to_dict()["progression"] | {"order": []}):
+        pile: Pile[Any] = Pile([a, b], progression=empty)
+        assert pile.keys() == [a.id, b.id]
+        assert pile.progression is not empty
+    assert Pile([a, b], order=[]).keys() == [a.id, b.id]
+    record = Pile([a, b]).to_dict()
+    record["progression"]["order"] = []
+    assert Pile.from_dict(record).keys() == [a.id, b.id]
+
+
+@pytest.mark.parametrize("case", ["missing", "extra", "other", "items-for-empty"])
 def test_progression_must_list_exactly_the_items(case: str) -> None:
     a, b = Instruction(), Node()
     stranger = uuid4()
@@ -128,7 +140,6 @@ def test_progression_must_list_exactly_the_items(case: str) -> None:
         "missing": ([a, b], [a.id]),
         "extra": ([a, b], [a.id, b.id, stranger]),
         "other": ([a, b], [a.id, stranger]),
-        "empty-for-items": ([a, b], []),
         "items-for-empty": ([], [a.id]),
     }[case]
     with pytest.raises(ValueError, match="the progression does not list exactly the pile's items"):
@@ -306,19 +317,23 @@ def test_rejected_values_leave_the_pile_as_it_was() -> None:
 # -- changing -------------------------------------------------------------------------------------
 
 
-def test_include_skips_present_ids_and_keeps_the_original_object() -> None:
+def test_include_appends_new_ids_and_puts_an_item_in_the_place_of_the_one_holding_its_id() -> None:
+    """As LionAGI's `include` (an upsert): a reloaded or copied message included again is the one held."""
     a, b = Instruction(), Node()
     pile: Pile[Any] = Pile([a])
     assert pile.include(b) is True
-    assert pile.include(b) is False
+    assert pile.include(b) is False  # the object held: nothing changed
+    assert pile.include([a, b]) is False
     twin = Instruction(id=a.id, content={"instruction": "twin"})
-    assert pile.include([twin]) is False
+    assert pile.include(twin) is True
+    assert pile[a.id] is twin
+    assert pile.include([a]) is True  # the batch road too
     assert pile[a.id] is a
     c = AssistantResponse()
     assert pile.include({c.id: c, a.id: twin}) is True
     assert pile.include([]) is False
-    assert pile.values() == [a, b, c]
-    assert pile[a.id] is a
+    assert pile.keys() == [a.id, b.id, c.id]  # in place: the order is unchanged
+    assert pile.values() == [twin, b, c]
 
 
 def test_update_replaces_in_place_and_appends_new_items() -> None:

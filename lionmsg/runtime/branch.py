@@ -61,8 +61,6 @@ class Branch(Element):
         if msgs is None and isinstance(system, str) and _is_pile_record(messages):
             # A Branch record's form, as model_validate(model_dump()) passes it: `system` is the id of
             # the system message the pile record holds, checked as from_dict checks it.
-            if system_datetime is not None:
-                raise ValueError("system_datetime goes with a system prompt given as text")
             msgs = MessageManager.from_dict({"messages": messages, "system": system})
             messages = system = None
         if msgs is not None and not isinstance(msgs, MessageManager):
@@ -70,12 +68,19 @@ class Branch(Element):
         given = (messages, system, progression, on_message_added)
         if msgs is not None and any(value is not None for value in given):
             raise ValueError("pass either msgs or messages/system/progression/on_message_added, not both")
-        if system_datetime is not None and not isinstance(system, str):
-            raise ValueError("system_datetime goes with a system prompt given as text")
-        if system_sender is not None and not isinstance(system, str):
-            raise ValueError("system_sender goes with a system prompt given as text")
-        if isinstance(system, str):  # LionAGI's Branch(system="..."): a system message to this branch
-            content = {"system_message": system, "system_datetime": system_datetime}
+        # LionAGI's Branch tests system_datetime and system_sender for truth: falsy ones are "not given".
+        as_text = isinstance(system, str) or (system is None and msgs is None)
+        if (system_datetime or system_sender) and not as_text:
+            which = "system_datetime" if system_datetime else "system_sender"
+            raise ValueError(f"{which} goes with a system prompt given as text")
+        if system == "" and not system_datetime:
+            system = None  # an empty prompt adds no system message, as in LionAGI
+        if isinstance(system, str) or (system is None and system_datetime):
+            # LionAGI's Branch(system="..."): a system message to this branch; the time alone gives the
+            # default system message with it
+            content = {"system_datetime": system_datetime or None}
+            if system is not None:
+                content["system_message"] = system
             sender = system_sender or self.user or MessageRole.SYSTEM  # LionAGI's choice, in its order
             system = System(content=content, sender=sender, recipient=self.id)
         # A selected view's record is read before the manager is built: that may move a system message to

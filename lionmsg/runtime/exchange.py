@@ -82,7 +82,11 @@ def _owner_id(owner: Any) -> UUID:
     if isinstance(owner, str):
         with contextlib.suppress(ValueError):  # not a UUID string: the error below says what is wanted
             return UUID(owner)
-    raise ValueError(f"owner ids are UUIDs (or UUID strings), got {owner!r}")
+    # An element (a Branch, say) stands for its id, as it does as a message's sender or recipient.
+    ident = None if isinstance(owner, (bytes, int, float)) else getattr(owner, "id", None)
+    if isinstance(ident, UUID):
+        return ident
+    raise ValueError(f"owner ids are UUIDs (or UUID strings, or elements with one), got {owner!r}")
 
 
 def _text(value: Any) -> str | None:

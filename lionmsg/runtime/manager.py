@@ -101,8 +101,11 @@ class MessageManager:
         loaded = _messages_from(messages)
         pile: Pile[Message] = Pile(loaded, item_type={Message}, strict_type=False, progression=progression, **identity)
         systems = [message for message in pile if isinstance(message, System)]
-        if len(systems) > 1:
-            raise ValueError(f"a history holds one system message; the messages hold {len(systems)}")
+        if len(systems) > 1 and system is None:
+            raise ValueError(
+                f"a history holds one system message; the messages hold {len(systems)} (pass system= to keep "
+                "one: the others leave the history)"
+            )
         self.messages = pile
         self.on_message_added: list[MessageCallback] = observers
         self.on_history_changed: list[HistoryListener] = []
@@ -111,10 +114,10 @@ class MessageManager:
         # untracked histories pay nothing per change.
         self._latest_change_began: tuple[int, int] | None = None
         self._latest_change_ended: tuple[int, int] | None = None
-        if systems:
-            self.set_system(systems[0])
+        if system is None and systems:
+            system = systems[0]
         if system is not None:
-            self.set_system(system)
+            self.set_system(system)  # which takes every other System out
 
     # -- the system message ------------------------------------------------------------------------
 
@@ -138,7 +141,9 @@ class MessageManager:
 
     def set_system(self, system: System) -> None:
         """Make `system` the system message at index 0: the first is inserted, a different one replaces
-        the current one (which leaves the history), the current one is updated in place."""
+        the current one (which leaves the history), the current one is updated in place. Any other
+        System the history holds (one moved from index 0 or added through the pile) leaves it too, so
+        the history again holds one system message and its records can be written."""
         if not isinstance(system, System):
             raise ValueError("System message must be a System instance.")
         self._refuse_async_listeners("system")
@@ -161,6 +166,11 @@ class MessageManager:
             if system.id in self.messages:
                 self.messages.exclude(system.id)
             self.messages.insert(0, system)
+        # O(n), as rare as set_system: a System elsewhere only comes in behind the manager's back
+        strays = [held.id for held in list(self.messages._items.values()) if isinstance(held, System)]
+        strays.remove(system.id)
+        if strays:
+            self.messages.exclude(strays)
 
     def clear_messages(self) -> None:
         """Empty the history, keeping only the system message (at index 0)."""
@@ -355,7 +365,10 @@ class MessageManager:
         messages = self.messages
         with messages._lock:
             for ident in reversed(messages.progression):
-                message = messages[ident]
+                try:
+                    message = messages[ident]
+                except KeyError:  # an id put in the order behind the pile's back: as every read says
+                    raise messages._out_of_step() from None
                 if type(message) is kind:
                     return message
         return None
@@ -375,6 +388,8 @@ class MessageManager:
             try:
                 return [_chat_msg(messages[ref]) for ref in order]
             except Exception as exc:
+                if not progression and isinstance(exc, KeyError):  # the history's own order names a stranger
+                    raise ValueError(INVALID_PROGRESSION) from messages._out_of_step()
                 raise ValueError(INVALID_PROGRESSION) from exc
 
     # -- container protocol and records ------------------------------------------------------------

@@ -92,8 +92,12 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
             else:
                 given = Progression(order=progression)
             if len(given) != len(order) or any(ident.int not in self._items for ident in given):
-                raise ValueError("the progression does not list exactly the pile's items")
-            object.__setattr__(self, "_progression", given)
+                if not given:  # an empty one is "not given", as LionAGI reads it: the items' own order
+                    self._progression.include(order)
+                else:
+                    raise ValueError("the progression does not list exactly the pile's items")
+            else:
+                object.__setattr__(self, "_progression", given)
         else:
             self._progression.include(order)
         object.__setattr__(self, "_lock", self._progression._lock)
@@ -289,15 +293,19 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
     # -- changing ----------------------------------------------------------------------------------
 
     def include(self, items: Any) -> bool:
-        """Append the items not present yet; True when any was added."""
+        """Append the items whose ids are not present yet; an item whose id is present takes the held
+        one's place (as LionAGI's `include`, and `update`, do). True when anything changed: an item added,
+        or a held one replaced by another object (including the object held is no change)."""
         lock = self._lock
         if self._admitted.get(type(items)):  # the common case, kept cheap: an element of an admitted class
             ident = items.id
             key = ident.int
             lock.acquire()  # not `with`, here and in update: half the cost
             try:
-                if key in self._items:
-                    return False
+                held = self._items.get(key)
+                if held is not None:
+                    self._items[key] = items
+                    return held is not items
                 # Straight into the order's storage, no call: an id the pile lacks is not in its order either.
                 order = self._progression._ids
                 order._slot_of[key] = len(order._slots)
@@ -308,14 +316,15 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                 lock.release()
         new = self._as_items(items)
         self._check(new)
-        added = False
+        changed = False
         with lock:
             for item in new:
-                if item.id.int not in self._items:
-                    self._items[item.id.int] = item
+                held = self._items.get(item.id.int)
+                if held is None:
                     self._progression.append(item.id)
-                    added = True
-        return added
+                self._items[item.id.int] = item
+                changed = changed or held is not item
+        return changed
 
     def update(self, items: Any) -> None:
         """Add or replace: an item whose id is present replaces the old one at the same position."""

@@ -7,7 +7,8 @@ same bytes directly from the rules PyYAML's representer, resolver and emitter ap
 Compatibility, exactly:
 
 * Byte-identical for JSON-like input: dict, list, tuple, str, int, float (including inf and nan), bool and
-  None, nested to any depth, with dict keys that are str, int, float, bool, None or tuples of these.
+  None, nested up to a few hundred levels (deeper is a ValueError: the renderer recurses), with dict keys
+  that are str, int, float, bool, None or tuples of these.
 * Pruning is LionAGI's: inside the value, None, blank strings (`str.strip() == ""`) and containers that are
   empty, or become empty once pruned, are dropped from dicts, lists and tuples; 0 and False are kept. The
   top-level value is never dropped (an empty one renders as `{}` or `[]`). Dict keys are never pruned.
@@ -16,8 +17,9 @@ Compatibility, exactly:
 * Values SafeDumper refuses (LionAGI raises) are converted instead: a pydantic model to
   `model_dump(mode="json")`, an Enum to its value, other Mappings to dicts, sets and frozensets to lists in
   iteration order (PyYAML would write a `!!set` mapping), subclasses of str and numbers to the plain type,
-  date/time to `isoformat()`, anything else to `str(value)`. A key that is none of the types above becomes
-  the converted scalar, or `str(key)` when the conversion is not a scalar.
+  a date or datetime to SafeDumper's timestamp (`isoformat(" ")` for a datetime), a time to `isoformat()`
+  (SafeDumper has no form for it), anything else to `str(value)`. A key that is none of the types above
+  becomes the converted scalar, or `str(key)` when the conversion is not a scalar.
 """
 
 from __future__ import annotations
