@@ -34,6 +34,7 @@ from lionmsg import (
 )
 from lionmsg.store import (
     Attachment,
+    BranchHeldError,
     BranchTakenOverError,
     CorruptRecordError,
     CorruptStoreError,
@@ -470,8 +471,8 @@ def test_one_history_may_be_attached_to_two_stores(tmp_path: Path) -> None:
 def taken_over(path: Path, branch_id: str = "b") -> str:
     return (
         f"store {str(path)!r}, branch {branch_id!r}: another writer has attached this branch id since this "
-        "history was attached; its changes are no longer written here (detach it, or attach it again to "
-        "take the branch back)"
+        "history was attached, so its changes are no longer written here (detach it; attaching it again "
+        "would replace the other writer's history)"
     )
 
 
@@ -496,6 +497,7 @@ def test_a_second_writer_of_a_branch_id_takes_it_over_and_the_first_writes_nothi
             assert (raised.value.path, raised.value.branch_id) == (str(path), "b")
             assert dump(path) == before  # rolled back: the branch is the second history, whole
         assert handle.attached  # still attached, refused until detached
+        assert handle.taken_over
         assert [m.rendered for m in first] == ["refused"]  # the history kept its changes: the new system, cleared
         second.add_message(instruction="more of second's")
         assert_same_history(reloaded(path, "b"), second)
@@ -528,7 +530,7 @@ def test_a_writer_in_another_process_takes_the_branch_over(path: Path) -> None:
 def test_a_claim_another_client_removed_is_taken_again_by_the_next_write(store: SQLiteStore, path: Path) -> None:
     manager = MessageManager(system=system())
     store.attach(manager, "b")
-    execute(path, "DELETE FROM branch_writers")  # what another client (or an older lionmsg) may leave
+    execute(path, "DELETE FROM branch_writers")  # another client's doing: no lionmsg removes another's claim
     manager.add_message(instruction="x")
     assert_same_history(reloaded(path, "b"), manager)
     assert len(query(path, "SELECT writer FROM branch_writers WHERE branch_id = 'b'")) == 1
@@ -536,6 +538,89 @@ def test_a_claim_another_client_removed_is_taken_again_by_the_next_write(store: 
         other.attach(MessageManager(), "b")
     with pytest.raises(BranchTakenOverError):
         manager.add_message(instruction="y")
+
+
+def test_a_refused_attachment_stays_refused_when_the_claim_that_refused_it_disappears(path: Path) -> None:
+    first = MessageManager(system=system("first"))
+    with SQLiteStore(path) as one, SQLiteStore(path) as two:
+        handle = one.attach(first, "b")
+        second = MessageManager(system=system("second"))
+        two.attach(second, "b")
+        with pytest.raises(BranchTakenOverError):
+            first.add_message(instruction="refused")
+        execute(path, "DELETE FROM branch_writers")  # the taker's claim gone: the branch is still not ours
+        before = dump(path)
+        with pytest.raises(BranchTakenOverError, match=f"^{re.escape(taken_over(path))}$"):
+            handle.sync()
+        assert dump(path) == before
+        second.add_message(instruction="second's")  # the taker writes on, and claims the branch again
+        assert_same_history(reloaded(path, "b"), second)
+
+
+def test_the_claims_table_dropped_under_an_attached_writer_is_made_again_by_its_next_write(path: Path) -> None:
+    manager = MessageManager(system=system())
+    with SQLiteStore(path) as store:
+        store.attach(manager, "b")
+        execute(path, "DROP TABLE branch_writers")  # a backup from before the claims restored, say
+        manager.add_message(instruction="x")
+        assert_same_history(reloaded(path, "b"), manager)
+        assert len(query(path, "SELECT writer FROM branch_writers WHERE branch_id = 'b'")) == 1
+
+
+def held(path: Path, branch_id: str = "b") -> str:
+    return (
+        f"store {str(path)!r}, branch {branch_id!r}: another writer holds this branch (attached elsewhere and "
+        "not detached, or its process ended without closing the store); attach with take_over=True to "
+        "take it over"
+    )
+
+
+def test_an_attach_that_may_not_take_over_is_refused_while_another_writer_holds_the_branch(path: Path) -> None:
+    holder = MessageManager(system=system("holder"))
+    with SQLiteStore(path) as one, SQLiteStore(path) as two:
+        handle = one.attach(holder, "b")
+        newcomer = MessageManager(system=system("newcomer"))
+        before = dump(path)
+        with pytest.raises(BranchHeldError, match=f"^{re.escape(held(path))}$") as raised:
+            two.attach(newcomer, "b", take_over=False)
+        assert (raised.value.path, raised.value.branch_id) == (str(path), "b")
+        assert dump(path) == before  # nothing written
+        assert (newcomer.on_message_added, newcomer.on_history_changed) == ([], [])  # nothing left behind
+        assert two.branches() == ["b"]
+        holder.add_message(instruction="the holder writes on")
+        handle.detach()  # gives the claim up
+        assert query(path, "SELECT held FROM branch_writers") == [(0,)]
+        two.attach(newcomer, "b", take_over=False)
+        assert_same_history(reloaded(path, "b"), newcomer)
+        two.attach(MessageManager(), "fresh", take_over=False)  # a branch nobody holds
+    assert query(path, "SELECT held FROM branch_writers") == [(0,), (0,)]  # close gives every claim up
+
+
+def test_a_claim_left_by_a_writer_that_did_not_close_is_taken_over_only_when_asked(path: Path) -> None:
+    left = SQLiteStore(path)  # a process killed before closing leaves its claim as this one does
+    left.attach(MessageManager(system=system("gone")), "b")
+    try:
+        with SQLiteStore(path) as store:
+            with pytest.raises(BranchHeldError):
+                store.attach(MessageManager(), "b", take_over=False)
+            manager = MessageManager(system=system("new"))
+            store.attach(manager, "b")
+            assert_same_history(reloaded(path, "b"), manager)
+    finally:
+        left._connection.close()  # type: ignore[union-attr]  # as the killed process's file handle goes
+
+
+def test_a_claim_that_cannot_be_given_up_stays_and_detach_still_succeeds(path: Path) -> None:
+    manager = MessageManager(system=system())
+    with SQLiteStore(path, timeout=0.01) as store:
+        handle = store.attach(manager, "b")
+        with locked(path):
+            handle.detach()  # cannot write the release: detaches all the same, raising nothing
+        assert not handle.attached
+        assert query(path, "SELECT held FROM branch_writers") == [(1,)]
+        with pytest.raises(BranchHeldError):
+            store.attach(MessageManager(), "b", take_over=False)
+        store.attach(manager, "b")  # taking over works, as for a killed writer's claim
 
 
 def test_a_store_written_before_writers_claimed_branches_is_read_and_written(path: Path) -> None:

@@ -31,6 +31,7 @@ Errors (all subclasses of `StoreError`):
 - `BranchTakenOverError`: a write of an attachment whose branch id another store or process has
   attached since (attach takes a branch over); refused and rolled back, as is every later write of it,
   so two histories never mix in one branch. The history keeps its changes.
+- `BranchHeldError`: `attach(..., take_over=False)` of a branch another writer holds; nothing written.
 - `SnapshotError` (also a `ValueError`): a file that is not a valid snapshot of the expected kind;
   `"snapshot '/path/file.json': <why>"`. A missing file is the usual `FileNotFoundError`.
 - `StoreError` itself: a closed store, a SQLite database that is not a lionmsg store (or a newer
@@ -39,6 +40,7 @@ Errors (all subclasses of `StoreError`):
 """
 
 from lionmsg.store.errors import (
+    BranchHeldError,
     BranchTakenOverError,
     CorruptRecordError,
     CorruptStoreError,
@@ -57,6 +59,7 @@ __all__ = [
     "SNAPSHOT_FORMAT",
     "SNAPSHOT_VERSION",
     "Attachment",
+    "BranchHeldError",
     "BranchTakenOverError",
     "CorruptRecordError",
     "CorruptStoreError",

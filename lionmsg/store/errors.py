@@ -9,6 +9,7 @@ keeps working.
 from __future__ import annotations
 
 __all__ = [
+    "BranchHeldError",
     "BranchTakenOverError",
     "CorruptRecordError",
     "CorruptStoreError",
@@ -74,14 +75,30 @@ class BranchTakenOverError(StoreError):
     """A write of an attachment whose branch id another writer (another `SQLiteStore`, in this process
     or another) has attached since: that attach replaced the stored history and claimed the branch, so
     this write was refused and rolled back rather than mixing two histories in one branch. Every later
-    write of this attachment is refused the same way; the history keeps its changes. `detach()` it, or
-    detach and attach it again to take the branch back (which replaces the other writer's history)."""
+    write of this attachment is refused the same way (`Attachment.taken_over` is True); the history
+    keeps its changes. `detach()` it; attaching it again takes the branch back, replacing the other
+    writer's history, so do that only when this history is the one to keep."""
 
     def __init__(self, path: str, branch_id: str) -> None:
         super().__init__(
             f"store {path!r}, branch {branch_id!r}: another writer has attached this branch id since this "
-            "history was attached; its changes are no longer written here (detach it, or attach it again to "
-            "take the branch back)"
+            "history was attached, so its changes are no longer written here (detach it; attaching it again "
+            "would replace the other writer's history)"
+        )
+        self.path = path
+        self.branch_id = branch_id
+
+
+class BranchHeldError(StoreError):
+    """`attach(..., take_over=False)` of a branch id another writer holds: attached to another store (in
+    this process or another) and not detached, or left claimed by a process that ended without closing
+    its store. Nothing was written. `attach(..., take_over=True)` (the default) takes it over."""
+
+    def __init__(self, path: str, branch_id: str) -> None:
+        super().__init__(
+            f"store {path!r}, branch {branch_id!r}: another writer holds this branch (attached elsewhere and "
+            "not detached, or its process ended without closing the store); attach with take_over=True to "
+            "take it over"
         )
         self.path = path
         self.branch_id = branch_id

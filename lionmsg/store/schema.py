@@ -3,7 +3,7 @@
     branches(branch_id TEXT PRIMARY KEY, created_at REAL, system_id TEXT NULL, message_count INTEGER)
     messages(branch_id, message_id, position INTEGER, record TEXT,
              PRIMARY KEY (branch_id, message_id), UNIQUE (branch_id, position))
-    branch_writers(branch_id TEXT PRIMARY KEY, writer TEXT)   -- made by the first attach (see `claim`)
+    branch_writers(branch_id TEXT PRIMARY KEY, writer TEXT, held INTEGER)   -- made by the first attach
 
 `record` is the message's wire-format JSON (`Message.to_json()`: the schema-valid record, with `role`
 and `metadata.lion_class`), so any SQLite client reads a history with
@@ -15,7 +15,10 @@ that a writer can check its branch against the history in O(1).
 One branch id has one writer: `attach` claims the branch for its attachment (`branch_writers`, a random
 token per attachment) and each later write checks, in its transaction, that the claim is still its own.
 Another store or process attaching the same id takes the branch over (attach replaces the stored
-history), and the first one's next write is refused instead of mixing two histories in one branch. The
+history), and the first one's next write is refused instead of mixing two histories in one branch; an
+attach told not to take a branch over is refused while a claim is held. Detaching gives the claim up
+(`held` = 0, best effort: a writer killed before closing leaves it held) but keeps its token, so a writer
+the branch was taken from stays refused after the taker detaches. The
 table is an addition to format 1, made by the first attach, so files without it (written before it)
 stay readable and writable by every version; writers that predate it do not claim.
 
@@ -47,6 +50,7 @@ __all__ = [
     "check_store",
     "claim",
     "claim_holder",
+    "give_up_claim",
     "prepare",
     "release",
     "release_closed",
@@ -89,7 +93,8 @@ _TABLES = (
 
 _WRITERS_TABLE = """CREATE TABLE IF NOT EXISTS branch_writers (
     branch_id TEXT PRIMARY KEY NOT NULL REFERENCES branches (branch_id) ON DELETE CASCADE,
-    writer TEXT NOT NULL
+    writer TEXT NOT NULL,
+    held INTEGER NOT NULL DEFAULT 1
 )"""
 
 
@@ -98,16 +103,35 @@ def claim(connection: sqlite3.Connection, branch_id: str, writer: str) -> None:
     writer, replacing any other's claim (attach takes a branch over)."""
     connection.execute(_WRITERS_TABLE)
     connection.execute(
-        "INSERT INTO branch_writers (branch_id, writer) VALUES (?, ?) "
-        "ON CONFLICT (branch_id) DO UPDATE SET writer = excluded.writer",
+        "INSERT INTO branch_writers (branch_id, writer, held) VALUES (?, ?, 1) "
+        "ON CONFLICT (branch_id) DO UPDATE SET writer = excluded.writer, held = 1",
         (branch_id, writer),
     )
 
 
-def claim_holder(connection: sqlite3.Connection, branch_id: str) -> str | None:
-    """The writer token holding the branch, None when nothing claims it (inside a transaction)."""
-    row = connection.execute("SELECT writer FROM branch_writers WHERE branch_id = ?", (branch_id,)).fetchone()
-    return None if row is None else str(row[0])
+def claim_holder(connection: sqlite3.Connection, branch_id: str) -> tuple[str, bool] | None:
+    """The token of the branch's latest writer and whether it still holds the branch (False once it
+    detached), or None when nothing claims it (inside a transaction); a file without the claims table
+    (written before it, or a backup of such a file restored) has no claims."""
+    try:
+        row = connection.execute("SELECT writer, held FROM branch_writers WHERE branch_id = ?", (branch_id,)).fetchone()
+    except sqlite3.OperationalError:
+        if not _no_writers_table(connection):
+            raise
+        return None
+    return None if row is None else (str(row[0]), bool(row[1]))
+
+
+def give_up_claim(connection: sqlite3.Connection, branch_id: str, writer: str) -> None:
+    """Inside a write transaction: `writer` no longer holds the branch (another's claim stays as it is).
+    Its token stays, so a writer it took the branch from is still refused."""
+    if not _no_writers_table(connection):
+        connection.execute("UPDATE branch_writers SET held = 0 WHERE branch_id = ? AND writer = ?", (branch_id, writer))
+
+
+def _no_writers_table(connection: sqlite3.Connection) -> bool:
+    found = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'branch_writers'")
+    return found.fetchone() is None
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"  # how every SQLite database file begins

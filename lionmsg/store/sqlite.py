@@ -42,7 +42,9 @@ progress commit first; a write that had not taken the lock yet is skipped, silen
 
 One branch id has one writer: attach claims the branch for its attachment (schema.py), and a write of
 an attachment whose branch another store or process has attached since is a BranchTakenOverError,
-rolled back, rather than a mix of two histories in one branch.
+rolled back, rather than a mix of two histories in one branch; that attachment stays refused (it does
+not rewrite the branch, unlike after other failed writes). `attach(..., take_over=False)` is refused
+(BranchHeldError) while another writer holds the branch; detaching gives a claim up.
 
 The file: any number of stores (threads, processes) may open one file, a new one included, at once.
 While a writer is open the file is in WAL mode (readers never wait for a writer's transaction), with
@@ -72,6 +74,7 @@ from lionmsg.runtime.manager import MessageManager, misplaced_system, misplaced_
 from lionmsg.runtime.pile import Pile, changes_made, out_of_step
 from lionmsg.runtime.wire import loads_json
 from lionmsg.store.errors import (
+    BranchHeldError,
     BranchTakenOverError,
     CorruptRecordError,
     CorruptStoreError,
@@ -86,6 +89,7 @@ from lionmsg.store.schema import (
     claim,
     claim_holder,
     file_uri,
+    give_up_claim,
     prepare,
     release,
     release_closed,
@@ -109,7 +113,7 @@ class Attachment:
     """The link between one history and one stored branch, returned by `SQLiteStore.attach`. It is the
     message-added observer itself (it appears in the manager's `on_message_added`)."""
 
-    def __init__(self, store: SQLiteStore, manager: MessageManager, branch_id: str) -> None:
+    def __init__(self, store: SQLiteStore, manager: MessageManager, branch_id: str, take_over: bool = True) -> None:
         self.store = store
         self.manager = manager
         self.branch_id = branch_id
@@ -120,12 +124,20 @@ class Attachment:
         # the same id takes the branch over, and this one must stop writing into it).
         self._writer = uuid4().hex
         self._claimed = False
+        self._take_over = take_over  # attach's: replace another writer's claim (else refuse the attach)
+        self._taken_over = False  # refused once: refused for good (the branch is another writer's)
         # The manager's pile and its `changes_made` mark as of the last write (None before the first).
         self._written: tuple[Pile[Message], tuple[int, int]] | None = None
 
     @property
     def attached(self) -> bool:
         return self.store._attachments.get(self.branch_id) is self
+
+    @property
+    def taken_over(self) -> bool:
+        """True once a write found that another writer has attached this branch id since (every write
+        of this attachment is then a BranchTakenOverError, without reading the file)."""
+        return self._taken_over
 
     def __call__(self, message: Message) -> None:
         self.store._message_added(self, message)
@@ -242,12 +254,16 @@ class SQLiteStore:
 
     # -- public operations -------------------------------------------------------------------------
 
-    def attach(self, history: MessageManager | Branch, branch_id: str | UUID) -> Attachment:
+    def attach(self, history: MessageManager | Branch, branch_id: str | UUID, *, take_over: bool = True) -> Attachment:
         """Persist `history` (a MessageManager, or a Branch's) as `branch_id`, now and after every
-        change. StoreError when the branch id is attached to another history in this store, or this
-        history to another branch id of it. A failed attach (those errors, a first write that fails, a
-        manager whose `on_message_added` or `on_history_changed` is no longer a list) leaves nothing
-        behind: no observer, no listener, the branch id free."""
+        change: the stored branch becomes exactly this history, and this attachment its one writer. An
+        attachment of another store (or process) that held the branch is refused from then on
+        (BranchTakenOverError); with `take_over=False` this attach is refused instead while another
+        writer holds the branch (BranchHeldError: attached and not detached, or its process ended
+        without closing its store). StoreError when the branch id is attached to another history in this
+        store, or this history to another branch id of it. A failed attach (those errors, a first write
+        that fails, a manager whose `on_message_added` or `on_history_changed` is no longer a list)
+        leaves nothing behind: no observer, no listener, the branch id free."""
         manager = history.msgs if isinstance(history, Branch) else history
         if not isinstance(manager, MessageManager):
             raise TypeError(f"attach takes a MessageManager or a Branch, got {type(history).__name__}")
@@ -263,7 +279,7 @@ class SQLiteStore:
                     raise StoreError(
                         f"store {self.path!r}: this history is already attached as branch {other.branch_id!r}"
                     )
-            attachment = Attachment(self, manager, key)
+            attachment = Attachment(self, manager, key, take_over)
             self._hook(attachment)
             # Registered only once its hooks are in place; a failed first write undoes everything.
             manager._track_changes()
@@ -352,9 +368,10 @@ class SQLiteStore:
         self._write(attachment, "the system message" if event == "system" else "the cleared history", write)
 
     def _write(self, attachment: Attachment, what: str, write: Callable[[sqlite3.Connection], None] | None) -> None:
-        """One transaction: `write`, then the check against the manager (and the rewrite it may call
-        for); a rewrite of the whole branch when `write` is None; nothing once detached. Any failure
-        rolls it back and marks the attachment stale; SQLite's errors are raised as StoreError
+        """One transaction: the claim checked (BranchTakenOverError, or BranchHeldError for attach's
+        write), `write`, then the check against the manager (and the rewrite it may call for); a
+        rewrite of the whole branch when `write` is None; nothing once detached. Any failure rolls it
+        back and marks the attachment stale; SQLite's errors are raised as StoreError
         (CorruptStoreError for a damaged file), a record that cannot be written as
         UnwritableRecordError (see _record)."""
         # The history's thread lock first, then the store's, in that order everywhere: a write reads the
@@ -367,7 +384,7 @@ class SQLiteStore:
             try:
                 with self._transaction("BEGIN IMMEDIATE") as connection:
                     # attach's write claims the branch; every later one first checks it still holds it
-                    claimed = attachment._claimed and self._holds_claim(connection, attachment)
+                    claimed = self._holds_claim(connection, attachment)
                     if attachment._stale or write is None or not claimed:
                         self._rewrite(connection, attachment)
                     else:
@@ -392,13 +409,23 @@ class SQLiteStore:
             attachment._written = (pile, changes_made(pile))
 
     def _holds_claim(self, connection: sqlite3.Connection, attachment: Attachment) -> bool:
-        """True while this attachment's claim on its branch stands; BranchTakenOverError when another
-        writer (another store, or process) has attached the branch id since; False when no claim is left
-        (another client deleted the branch): this write then writes the history whole and claims again."""
-        holder = claim_holder(connection, attachment.branch_id)
-        if holder is not None and holder != attachment._writer:
+        """True while this attachment's claim on its branch stands. BranchTakenOverError when another
+        writer (another store, or process) has attached the branch id since, and for good once it has:
+        a claim that disappears later does not give the branch back. False before the first write
+        (attach's: it claims the branch, BranchHeldError when another writer holds it and the attach
+        may not take it over) and when no claim is left (another client deleted the branch or the
+        claims): this write then writes the history whole and claims again."""
+        if attachment._taken_over:
             raise BranchTakenOverError(self.path, attachment.branch_id)
-        return holder is not None
+        latest = claim_holder(connection, attachment.branch_id)  # (token, still held) or None
+        if not attachment._claimed:
+            if latest is not None and latest[1] and not attachment._take_over:
+                raise BranchHeldError(self.path, attachment.branch_id)
+            return False
+        if latest is not None and latest[0] != attachment._writer:
+            attachment._taken_over = True
+            raise BranchTakenOverError(self.path, attachment.branch_id)
+        return latest is not None
 
     def _record(self, attachment: Attachment, message: Message) -> str:
         try:
@@ -467,9 +494,23 @@ class SQLiteStore:
         with self._lock:
             if self._attachments.get(attachment.branch_id) is attachment:
                 del self._attachments[attachment.branch_id]
+                self._release_claim(attachment)
             _remove(attachment.manager.on_message_added, attachment)
             attachment._unwatch()
             attachment._unwatch = _nothing
+
+    def _release_claim(self, attachment: Attachment) -> None:
+        """Give the branch up as the attachment detaches, so that an attach with take_over=False may take
+        it. Best effort, by design: a claim left behind (the file locked past the timeout, damaged, or
+        the claim already another's) is what a writer killed before closing leaves, and take_over=True
+        replaces it; detach and close must not fail for it."""
+        if not attachment._claimed or attachment._taken_over or self._connection is None:
+            return
+        try:
+            with self._transaction("BEGIN IMMEDIATE") as connection:
+                give_up_claim(connection, attachment.branch_id, attachment._writer)
+        except sqlite3.Error:
+            pass
 
     # -- reading -----------------------------------------------------------------------------------
 
