@@ -530,10 +530,10 @@ def test_a_writer_in_another_process_takes_the_branch_over(path: Path) -> None:
 def test_a_claim_another_client_removed_is_taken_again_by_the_next_write(store: SQLiteStore, path: Path) -> None:
     manager = MessageManager(system=system())
     store.attach(manager, "b")
-    execute(path, "DELETE FROM branch_writers")  # another client's doing: no lionmsg removes another's claim
+    execute(path, "DELETE FROM branch_claims")  # another client's doing: no lionmsg removes another's claim
     manager.add_message(instruction="x")
     assert_same_history(reloaded(path, "b"), manager)
-    assert len(query(path, "SELECT writer FROM branch_writers WHERE branch_id = 'b'")) == 1
+    assert len(query(path, "SELECT writer FROM branch_claims WHERE branch_id = 'b'")) == 1
     with SQLiteStore(path) as other:  # and the claim protects the branch again
         other.attach(MessageManager(), "b")
     with pytest.raises(BranchTakenOverError):
@@ -548,7 +548,7 @@ def test_a_refused_attachment_stays_refused_when_the_claim_that_refused_it_disap
         two.attach(second, "b")
         with pytest.raises(BranchTakenOverError):
             first.add_message(instruction="refused")
-        execute(path, "DELETE FROM branch_writers")  # the taker's claim gone: the branch is still not ours
+        execute(path, "DELETE FROM branch_claims")  # the taker's claim gone: the branch is still not ours
         before = dump(path)
         with pytest.raises(BranchTakenOverError, match=f"^{re.escape(taken_over(path))}$"):
             handle.sync()
@@ -561,10 +561,10 @@ def test_the_claims_table_dropped_under_an_attached_writer_is_made_again_by_its_
     manager = MessageManager(system=system())
     with SQLiteStore(path) as store:
         store.attach(manager, "b")
-        execute(path, "DROP TABLE branch_writers")  # a backup from before the claims restored, say
+        execute(path, "DROP TABLE branch_claims")  # a backup from before the claims restored, say
         manager.add_message(instruction="x")
         assert_same_history(reloaded(path, "b"), manager)
-        assert len(query(path, "SELECT writer FROM branch_writers WHERE branch_id = 'b'")) == 1
+        assert len(query(path, "SELECT writer FROM branch_claims WHERE branch_id = 'b'")) == 1
 
 
 def held(path: Path, branch_id: str = "b") -> str:
@@ -589,11 +589,11 @@ def test_an_attach_that_may_not_take_over_is_refused_while_another_writer_holds_
         assert two.branches() == ["b"]
         holder.add_message(instruction="the holder writes on")
         handle.detach()  # gives the claim up
-        assert query(path, "SELECT held FROM branch_writers") == [(0,)]
+        assert query(path, "SELECT held FROM branch_claims") == [(0,)]
         two.attach(newcomer, "b", take_over=False)
         assert_same_history(reloaded(path, "b"), newcomer)
         two.attach(MessageManager(), "fresh", take_over=False)  # a branch nobody holds
-    assert query(path, "SELECT held FROM branch_writers") == [(0,), (0,)]  # close gives every claim up
+    assert query(path, "SELECT held FROM branch_claims") == [(0,), (0,)]  # close gives every claim up
 
 
 def test_a_claim_left_by_a_writer_that_did_not_close_is_taken_over_only_when_asked(path: Path) -> None:
@@ -617,17 +617,67 @@ def test_a_claim_that_cannot_be_given_up_stays_and_detach_still_succeeds(path: P
         with locked(path):
             handle.detach()  # cannot write the release: detaches all the same, raising nothing
         assert not handle.attached
-        assert query(path, "SELECT held FROM branch_writers") == [(1,)]
+        assert query(path, "SELECT held FROM branch_claims") == [(1,)]
         with pytest.raises(BranchHeldError):
             store.attach(MessageManager(), "b", take_over=False)
         store.attach(manager, "b")  # taking over works, as for a killed writer's claim
+
+
+def test_a_writer_the_branch_was_taken_from_stays_refused_when_another_client_deletes_the_branch(
+    path: Path,
+) -> None:
+    first, second = MessageManager(system=system("first")), MessageManager(system=system("second"))
+    with SQLiteStore(path) as one, SQLiteStore(path) as two:
+        handle = one.attach(first, "b")
+        two.attach(second, "b")
+        connection = sqlite3.connect(path, isolation_level=None)
+        connection.execute("PRAGMA foreign_keys = ON")
+        connection.execute("DELETE FROM branches WHERE branch_id = 'b'")  # its messages go with it
+        connection.close()
+        with pytest.raises(BranchTakenOverError):  # the first has not written since: refused all the same
+            first.add_message(instruction="refused")
+        assert handle.taken_over
+        assert query(path, "SELECT count(*) FROM branches") == [(0,)]
+        second.add_message(instruction="second's")  # the taker writes its history whole again
+        assert_same_history(reloaded(path, "b"), second)
+
+
+def test_a_taken_over_attachment_is_refused_without_waiting_for_the_files_lock(path: Path) -> None:
+    manager = MessageManager(system=system())
+    with SQLiteStore(path, timeout=0.01) as store, SQLiteStore(path) as other:
+        handle = store.attach(manager, "b")
+        other.attach(MessageManager(), "b")
+        with pytest.raises(BranchTakenOverError):
+            manager.add_message(instruction="x")
+        with locked(path):  # a write that took the lock first would be "database is locked"
+            with pytest.raises(BranchTakenOverError):
+                manager.add_message(instruction="y")
+            with pytest.raises(BranchTakenOverError):
+                handle.sync()
+
+
+def test_close_gives_claims_up_without_waiting_for_the_files_lock(path: Path) -> None:
+    store = SQLiteStore(path, timeout=math.inf)  # a wait for the lock would never end
+    for branch_id in ("a", "b", "c"):
+        store.attach(MessageManager(system=system()), branch_id)
+    closing = threading.Thread(target=store.close)
+    with locked(path):
+        closing.start()
+        closing.join(timeout=120)
+        assert not closing.is_alive()  # returned while the lock was still held
+    assert store.closed
+    assert query(path, "SELECT held FROM branch_claims ORDER BY branch_id") == [(1,), (1,), (1,)]  # left held
+    with SQLiteStore(path) as again:
+        with pytest.raises(BranchHeldError):
+            again.attach(MessageManager(), "a", take_over=False)
+        again.attach(MessageManager(), "a")  # as a killed writer's claims
 
 
 def test_a_store_written_before_writers_claimed_branches_is_read_and_written(path: Path) -> None:
     manager = MessageManager(system=system(), messages=[Instruction(content={"instruction": "old"})])
     with SQLiteStore(path) as store:
         store.attach(manager, "b")
-    execute(path, "DROP TABLE branch_writers")  # the layout of a file written before the claims
+    execute(path, "DROP TABLE branch_claims")  # the layout of a file written before the claims
     before = dump(path)
     with SQLiteStore(path, read_only=True) as reader:
         assert_same_history(reader.load("b"), manager)
@@ -641,7 +691,7 @@ def test_a_store_written_before_writers_claimed_branches_is_read_and_written(pat
     assert [name for (name,) in query(path, "SELECT name FROM sqlite_master WHERE type = 'table'")] == [
         "branches",
         "messages",
-        "branch_writers",
+        "branch_claims",
     ]
 
 

@@ -91,8 +91,9 @@ class BranchTakenOverError(StoreError):
 
 class BranchHeldError(StoreError):
     """`attach(..., take_over=False)` of a branch id another writer holds: attached to another store (in
-    this process or another) and not detached, or left claimed by a process that ended without closing
-    its store. Nothing was written. `attach(..., take_over=True)` (the default) takes it over."""
+    this process or another) and not detached, or left claimed by a writer that could not give it up
+    (its process ended without closing the store, or the file was locked as it detached). Nothing was
+    written. `attach(..., take_over=True)` (the default) takes it over."""
 
     def __init__(self, path: str, branch_id: str) -> None:
         super().__init__(

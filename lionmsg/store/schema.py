@@ -3,7 +3,7 @@
     branches(branch_id TEXT PRIMARY KEY, created_at REAL, system_id TEXT NULL, message_count INTEGER)
     messages(branch_id, message_id, position INTEGER, record TEXT,
              PRIMARY KEY (branch_id, message_id), UNIQUE (branch_id, position))
-    branch_writers(branch_id TEXT PRIMARY KEY, writer TEXT, held INTEGER)   -- made by the first attach
+    branch_claims(branch_id TEXT PRIMARY KEY, writer TEXT, held INTEGER)   -- made by the first attach
 
 `record` is the message's wire-format JSON (`Message.to_json()`: the schema-valid record, with `role`
 and `metadata.lion_class`), so any SQLite client reads a history with
@@ -12,7 +12,7 @@ system message; the others are at 1, 2, ... in history order, so setting a syste
 renumbers the rest. `message_count` is kept by triggers (for every writer, not only this package) so
 that a writer can check its branch against the history in O(1).
 
-One branch id has one writer: `attach` claims the branch for its attachment (`branch_writers`, a random
+One branch id has one writer: `attach` claims the branch for its attachment (`branch_claims`, a random
 token per attachment) and each later write checks, in its transaction, that the claim is still its own.
 Another store or process attaching the same id takes the branch over (attach replaces the stored
 history), and the first one's next write is refused instead of mixing two histories in one branch; an
@@ -33,6 +33,7 @@ database needs (SQLite would create them if it could, and a read-only connection
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sqlite3
@@ -50,7 +51,7 @@ __all__ = [
     "check_store",
     "claim",
     "claim_holder",
-    "give_up_claim",
+    "give_up_claims",
     "prepare",
     "release",
     "release_closed",
@@ -91,19 +92,21 @@ _TABLES = (
     f"PRAGMA user_version = {FORMAT_VERSION}",
 )
 
-_WRITERS_TABLE = """CREATE TABLE IF NOT EXISTS branch_writers (
-    branch_id TEXT PRIMARY KEY NOT NULL REFERENCES branches (branch_id) ON DELETE CASCADE,
+# No foreign key to branches: a claim outlives its branch being deleted by another client, so that a
+# writer the branch was taken from stays refused.
+_CLAIMS_TABLE = """CREATE TABLE IF NOT EXISTS branch_claims (
+    branch_id TEXT PRIMARY KEY NOT NULL,
     writer TEXT NOT NULL,
     held INTEGER NOT NULL DEFAULT 1
 )"""
 
 
 def claim(connection: sqlite3.Connection, branch_id: str, writer: str) -> None:
-    """Inside a write transaction, after the branch row is written: make `writer` the branch's one
-    writer, replacing any other's claim (attach takes a branch over)."""
-    connection.execute(_WRITERS_TABLE)
+    """Inside a write transaction: make `writer` the branch's one writer, replacing any other's claim
+    (attach takes a branch over)."""
+    connection.execute(_CLAIMS_TABLE)
     connection.execute(
-        "INSERT INTO branch_writers (branch_id, writer, held) VALUES (?, ?, 1) "
+        "INSERT INTO branch_claims (branch_id, writer, held) VALUES (?, ?, 1) "
         "ON CONFLICT (branch_id) DO UPDATE SET writer = excluded.writer, held = 1",
         (branch_id, writer),
     )
@@ -114,23 +117,38 @@ def claim_holder(connection: sqlite3.Connection, branch_id: str) -> tuple[str, b
     detached), or None when nothing claims it (inside a transaction); a file without the claims table
     (written before it, or a backup of such a file restored) has no claims."""
     try:
-        row = connection.execute("SELECT writer, held FROM branch_writers WHERE branch_id = ?", (branch_id,)).fetchone()
+        row = connection.execute("SELECT writer, held FROM branch_claims WHERE branch_id = ?", (branch_id,)).fetchone()
     except sqlite3.OperationalError:
-        if not _no_writers_table(connection):
+        if not _no_claims_table(connection):
             raise
         return None
     return None if row is None else (str(row[0]), bool(row[1]))
 
 
-def give_up_claim(connection: sqlite3.Connection, branch_id: str, writer: str) -> None:
-    """Inside a write transaction: `writer` no longer holds the branch (another's claim stays as it is).
-    Its token stays, so a writer it took the branch from is still refused."""
-    if not _no_writers_table(connection):
-        connection.execute("UPDATE branch_writers SET held = 0 WHERE branch_id = ? AND writer = ?", (branch_id, writer))
+def give_up_claims(connection: sqlite3.Connection, claims: list[tuple[str, str]], timeout: float) -> bool:
+    """Mark each (branch id, writer token) claim as no longer held, in one transaction that does not wait
+    for the file's lock: False when another connection holds it (or the file cannot be written), which
+    leaves every claim held, as a writer killed before closing leaves its own. A claim another writer has
+    taken since stays as it is, and a released claim keeps its token, so a writer its branch was taken
+    from stays refused. `timeout` is the connection's busy timeout, restored afterwards."""
+
+    def mark_released() -> None:
+        if not _no_claims_table(connection):
+            connection.executemany("UPDATE branch_claims SET held = 0 WHERE branch_id = ? AND writer = ?", claims)
+
+    try:
+        _set_busy_timeout(connection, 0)
+        _in_transaction(connection, "BEGIN IMMEDIATE", mark_released)
+    except sqlite3.Error:
+        return False
+    finally:
+        with contextlib.suppress(sqlite3.Error):  # a closed or broken connection: nothing to restore
+            _set_busy_timeout(connection, timeout)
+    return True
 
 
-def _no_writers_table(connection: sqlite3.Connection) -> bool:
-    found = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'branch_writers'")
+def _no_claims_table(connection: sqlite3.Connection) -> bool:
+    found = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'branch_claims'")
     return found.fetchone() is None
 
 

@@ -89,7 +89,7 @@ from lionmsg.store.schema import (
     claim,
     claim_holder,
     file_uri,
-    give_up_claim,
+    give_up_claims,
     prepare,
     release,
     release_closed,
@@ -155,7 +155,9 @@ class Attachment:
             self.store._write(self, "the history", None)
 
     def detach(self) -> None:
-        """Stop persisting this history (what is stored stays). Idempotent."""
+        """Stop persisting this history (what is stored stays) and give the branch's claim up, without
+        waiting: while another connection holds the file's lock the claim stays held (see
+        `SQLiteStore.attach`'s take_over). Idempotent."""
         self.store._detach(self)
 
     def __repr__(self) -> str:
@@ -182,6 +184,7 @@ class SQLiteStore:
             raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
         if timeout > sys.float_info.max:  # an int no float holds: as long as SQLite can wait, as infinity
             timeout = math.inf
+        self._timeout = timeout
         self.path = os.fspath(path)
         if "\0" in self.path:  # SQLite would open the file named by what comes before it
             raise ValueError(f"a store path cannot hold a NUL character, got {self.path!r}")
@@ -212,7 +215,8 @@ class SQLiteStore:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Detach every attached history and close the file. Idempotent.
+        """Detach every attached history (their claims given up in one transaction that does not wait for
+        the file's lock, as `Attachment.detach` does) and close the file. Idempotent.
 
         Writes from other threads: one in progress (it holds the store's lock) finishes, committed,
         before close() goes on; one that had not taken the lock yet is skipped, as after `detach()`
@@ -224,13 +228,15 @@ class SQLiteStore:
         read-only open reads without creating anything. While another connection has it open it stays
         in WAL mode."""
         with self._lock:
-            for attachment in list(self._attachments.values()):
-                self._detach(attachment)
+            attachments = list(self._attachments.values())
+            for attachment in attachments:
+                self._detach(attachment, release_claim=False)
             connection, self._connection = self._connection, None
             if connection is None:
                 return
             released = self.read_only  # a read-only connection switches nothing
             try:
+                self._give_up_claims(connection, attachments)  # one transaction for them all
                 released = released or release(connection)
             finally:
                 connection.close()
@@ -381,6 +387,8 @@ class SQLiteStore:
             # lock: skipped, what is stored stays, and a closed store is no error here.
             if not attachment.attached:
                 return
+            if attachment._taken_over:  # refused for good, without waiting for the file's lock
+                raise BranchTakenOverError(self.path, attachment.branch_id)
             try:
                 with self._transaction("BEGIN IMMEDIATE") as connection:
                     # attach's write claims the branch; every later one first checks it still holds it
@@ -490,27 +498,26 @@ class SQLiteStore:
             _remove(manager.on_message_added, attachment)
             raise
 
-    def _detach(self, attachment: Attachment) -> None:
+    def _detach(self, attachment: Attachment, *, release_claim: bool = True) -> None:
         with self._lock:
-            if self._attachments.get(attachment.branch_id) is attachment:
+            detaching = self._attachments.get(attachment.branch_id) is attachment
+            if detaching:
                 del self._attachments[attachment.branch_id]
-                self._release_claim(attachment)
             _remove(attachment.manager.on_message_added, attachment)
             attachment._unwatch()
             attachment._unwatch = _nothing
+            if detaching and release_claim and self._connection is not None:
+                self._give_up_claims(self._connection, [attachment])
 
-    def _release_claim(self, attachment: Attachment) -> None:
-        """Give the branch up as the attachment detaches, so that an attach with take_over=False may take
-        it. Best effort, by design: a claim left behind (the file locked past the timeout, damaged, or
-        the claim already another's) is what a writer killed before closing leaves, and take_over=True
-        replaces it; detach and close must not fail for it."""
-        if not attachment._claimed or attachment._taken_over or self._connection is None:
-            return
-        try:
-            with self._transaction("BEGIN IMMEDIATE") as connection:
-                give_up_claim(connection, attachment.branch_id, attachment._writer)
-        except sqlite3.Error:
-            pass
+    def _give_up_claims(self, connection: sqlite3.Connection, attachments: list[Attachment]) -> None:
+        """Give the branches up as their attachments detach, so that an attach with take_over=False may
+        take them; after the attachments are unhooked, so that nothing here can leave one half detached.
+        Best effort, by design: it never waits for the file's lock, and a claim left held (the file
+        locked or damaged) is what a writer killed before closing leaves, which take_over=True replaces;
+        detach and close do not fail or wait for it."""
+        claims = [(held.branch_id, held._writer) for held in attachments if held._claimed and not held._taken_over]
+        if claims:
+            give_up_claims(connection, claims, self._timeout)
 
     # -- reading -----------------------------------------------------------------------------------
 
