@@ -232,8 +232,28 @@ def test_an_empty_prompt_adds_no_system_message_and_the_time_alone_gives_the_def
     assert timed.system is not None
     assert timed.system.rendered == f"System Time: 2025\n\n{System().content.system_message}"
     assert (timed.system.sender, timed.system.recipient) == ("boss", timed.id)
-    assert Branch(system="", system_datetime="2025").system.rendered == "System Time: 2025\n\n"  # type: ignore[union-attr]
+    assert Branch(system="", system_datetime="2025").system.rendered == timed.system.rendered  # type: ignore[union-attr]
     assert Branch(system=System(), system_datetime=False, system_sender="").system is not None
+    manager = MessageManager()
+    assert Branch(msgs=manager, system="").msgs is manager  # "" is no prompt: nothing to pass beside msgs
+    own = System(content={"system_message": "You are a pirate."})
+    for messages in ([own, Instruction()], Pile([own]).to_dict()):  # the time would replace its own System
+        with pytest.raises(ValueError, match=r"^system_datetime goes with a system prompt given as text$"):
+            Branch(messages=messages, system_datetime="2025")
+    assert own.rendered == "You are a pirate."
+
+
+def test_a_view_given_with_messages_never_names_a_system_the_history_left_out() -> None:
+    first, second, question = System(), System(), Instruction()
+    branch = Branch(
+        messages=[first, question, second],
+        system=first,
+        metadata={"current_progression": [first.id, question.id, second.id]},
+    )
+    assert [m.id for m in branch.messages] == [first.id, question.id]
+    assert list(branch.progression) == [first.id, question.id]
+    assert [chat["role"] for chat in branch.msgs.to_chat_msgs(branch.progression)] == ["system", "user"]
+    assert Branch.from_dict(branch.to_dict()).progression == branch.progression
 
 
 def test_a_system_datetime_without_a_text_prompt_is_a_value_error() -> None:

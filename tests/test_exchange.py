@@ -102,8 +102,15 @@ def test_an_element_stands_for_its_id_wherever_an_owner_is_named() -> None:
     assert exchange.pop_message(bob, alice) is sent
     assert exchange.unregister(alice) is not None
     assert alice not in exchange
+    mailbox = exchange.register(alice)
+    assert exchange.get(mailbox) is mailbox  # a mailbox stands for its owner
+    with pytest.raises(ValueError, match=f"^Owner {alice.id} already registered$"):
+        exchange.register(mailbox)
     with pytest.raises(ValueError, match=r"^owner ids are UUIDs \(or UUID strings, or elements with one\), got "):
         exchange.register(SimpleNamespace(id="not a uuid"))
+    with pytest.raises(ValueError, match=r"^owner ids are UUIDs .*, got a mailbox of no owner: "):
+        exchange.register(Flow())
+    assert exchange.owner_ids == [bob.id, alice.id]
 
 
 def test_string_owners_can_receive_mail() -> None:

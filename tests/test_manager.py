@@ -192,8 +192,8 @@ def test_a_system_among_the_messages_becomes_the_system_at_index_zero() -> None:
     assert manager.system is replacement
     twice = [System(), Instruction(), System()]  # LionAGI's Branch.clone() writes such histories
     refusal = (
-        r"^a history holds one system message; the messages hold 2 \(pass system= to keep one: the others "
-        r"leave the history\)$"
+        r"^a history holds one system message; the messages hold 2 \(MessageManager\(messages=\.\.\., "
+        r"system=<the System to keep>\) loads them without the others\)$"
     )
     for messages in (twice, Pile(twice).to_dict()):
         with pytest.raises(ValueError, match=refusal):
@@ -1038,6 +1038,21 @@ def test_an_unrenderable_message_is_an_invalid_progression_not_a_hole() -> None:
     with pytest.raises(ValueError, match=r"One or more messages in the requested progression are invalid\.") as raised:
         manager.to_chat_msgs()
     assert isinstance(raised.value.__cause__, RuntimeError)
+
+
+def test_a_key_error_while_rendering_is_the_cause_as_it_is() -> None:
+    class Flaky:
+        def __str__(self) -> str:
+            raise KeyError("rendering")
+
+    manager = MessageManager()
+    manager.add_message(instruction="look", context={"value": Flaky()})
+    with pytest.raises(
+        ValueError, match=r"^One or more messages in the requested progression are invalid\.$"
+    ) as raised:
+        manager.to_chat_msgs()
+    assert raised.value.__cause__ is not None
+    assert "out of step" not in str(raised.value.__cause__)
 
 
 def test_an_id_put_in_the_order_behind_the_piles_back_is_named_by_every_view() -> None:

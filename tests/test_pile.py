@@ -122,14 +122,18 @@ def test_progression_argument_sets_the_order_and_is_the_piles_own() -> None:
 
 def test_an_empty_progression_given_with_items_is_not_given_as_lionagi_reads_it() -> None:
     a, b = Instruction(), Node()
-    for empty in ([], Progression(), Pile([a, b]).to_dict()["progression"] | {"order": []}):
+    for empty in ([], Progression()):
         pile: Pile[Any] = Pile([a, b], progression=empty)
         assert pile.keys() == [a.id, b.id]
         assert pile.progression is not empty
     assert Pile([a, b], order=[]).keys() == [a.id, b.id]
+    # A record's empty progression is refused (LionAGI refuses it too): the record would lose its id.
     record = Pile([a, b]).to_dict()
     record["progression"]["order"] = []
-    assert Pile.from_dict(record).keys() == [a.id, b.id]
+    with pytest.raises(ValueError, match="the progression does not list exactly the pile's items"):
+        Pile([a, b], progression=record["progression"])
+    with pytest.raises(ValidationError, match="the progression does not list exactly the pile's items"):
+        Pile.from_dict(record)
 
 
 @pytest.mark.parametrize("case", ["missing", "extra", "other", "items-for-empty"])
@@ -334,6 +338,25 @@ def test_include_appends_new_ids_and_puts_an_item_in_the_place_of_the_one_holdin
     assert pile.include([]) is False
     assert pile.keys() == [a.id, b.id, c.id]  # in place: the order is unchanged
     assert pile.values() == [twin, b, c]
+
+
+def test_adding_an_item_whose_id_the_order_names_behind_the_piles_back_is_refused_changing_nothing() -> None:
+    a, b, c = Instruction(), Node(), Node()
+    pile: Pile[Any] = Pile([a])
+    pile.progression.append(c.id)  # out of step: the order names c, the pile does not hold it
+
+    def state() -> tuple[Any, ...]:  # snapshot() reads through the order, which refuses now
+        return list(pile.progression), len(pile), pile[a.id] is a, b.id in pile, c.id in pile
+
+    before = state()
+    unheld = f"^the pile is out of step with its progression: its progression orders {c.id}, which the pile"
+    for change in (lambda: pile.include(c), lambda: pile.include([b, c]), lambda: pile.update([b, c])):
+        with pytest.raises(ValueError, match=unheld):
+            change()
+        assert state() == before
+    pile.progression.remove(c.id)
+    assert pile.include([b, c]) is True
+    assert pile.keys() == [a.id, b.id, c.id]
 
 
 def test_update_replaces_in_place_and_appends_new_items() -> None:

@@ -65,19 +65,20 @@ class Branch(Element):
             messages = system = None
         if msgs is not None and not isinstance(msgs, MessageManager):
             raise TypeError(f"msgs must be a MessageManager, got {type(msgs).__name__}")
+        if system == "":
+            system = None  # an empty prompt is no prompt, as LionAGI's Branch reads it (with a time too)
         given = (messages, system, progression, on_message_added)
         if msgs is not None and any(value is not None for value in given):
             raise ValueError("pass either msgs or messages/system/progression/on_message_added, not both")
         # LionAGI's Branch tests system_datetime and system_sender for truth: falsy ones are "not given".
-        as_text = isinstance(system, str) or (system is None and msgs is None)
-        if (system_datetime or system_sender) and not as_text:
+        # The time alone gives the default system message, but only to a branch given no messages, whose
+        # own System it would otherwise replace.
+        time_alone = system is None and msgs is None and messages is None
+        if (system_datetime or system_sender) and not (isinstance(system, str) or time_alone):
             which = "system_datetime" if system_datetime else "system_sender"
             raise ValueError(f"{which} goes with a system prompt given as text")
-        if system == "" and not system_datetime:
-            system = None  # an empty prompt adds no system message, as in LionAGI
-        if isinstance(system, str) or (system is None and system_datetime):
-            # LionAGI's Branch(system="..."): a system message to this branch; the time alone gives the
-            # default system message with it
+        if isinstance(system, str) or (time_alone and system_datetime):
+            # LionAGI's Branch(system="..."): a system message to this branch
             content = {"system_datetime": system_datetime or None}
             if system is not None:
                 content["system_message"] = system
@@ -101,6 +102,14 @@ class Branch(Element):
                 raise TypeError(f"the manager's {hooks} must be a list, got {type(getattr(manager, hooks)).__name__}")
         manager.on_message_added.insert(0, self._track_in_view)
         manager.on_history_changed.append(self._keep_view_in_step)
+        if msgs is None and self._view_names_others():  # a System the new manager left out, say
+            self._keep_view_in_step("system")
+
+    def _view_names_others(self) -> bool:
+        """Whether the selected view names a message the history does not hold."""
+        view = self.metadata.get(CURRENT_PROGRESSION)
+        held = self._msgs.messages
+        return isinstance(view, (Progression, list, tuple)) and any(ref not in held for ref in view)
 
     def _view(self) -> Progression | None:
         """The selected view: a Progression, or a list or tuple of ids (LionAGI honours those too), kept

@@ -82,7 +82,16 @@ def _owner_id(owner: Any) -> UUID:
     if isinstance(owner, str):
         with contextlib.suppress(ValueError):  # not a UUID string: the error below says what is wanted
             return UUID(owner)
-    # An element (a Branch, say) stands for its id, as it does as a message's sender or recipient.
+    # An element (a Branch, say) stands for its id, as it does as a message's sender or recipient; a
+    # mailbox for its owner's (its own id is no owner's).
+    if isinstance(owner, Flow):
+        with contextlib.suppress(ValueError):
+            ident = owner.owner()
+            if ident is not None:
+                return ident
+        raise ValueError(
+            f"owner ids are UUIDs (or UUID strings, or elements with one), got a mailbox of no owner: {owner!r}"
+        )
     ident = None if isinstance(owner, (bytes, int, float)) else getattr(owner, "id", None)
     if isinstance(ident, UUID):
         return ident

@@ -32,7 +32,7 @@ from lionmsg.runtime.callbacks import (
 from lionmsg.runtime.element import part_of_record, record_error
 from lionmsg.runtime.factories import AddMessageArguments, build_common, build_message, create_action_response
 from lionmsg.runtime.ids import parse_canonical_uuid
-from lionmsg.runtime.pile import Pile, changes_made
+from lionmsg.runtime.pile import Pile, changes_made, out_of_step
 from lionmsg.runtime.progression import Progression
 from lionmsg.runtime.threadlock import acquire_without_blocking_the_loop
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, loads_json, write_json
@@ -103,8 +103,8 @@ class MessageManager:
         systems = [message for message in pile if isinstance(message, System)]
         if len(systems) > 1 and system is None:
             raise ValueError(
-                f"a history holds one system message; the messages hold {len(systems)} (pass system= to keep "
-                "one: the others leave the history)"
+                f"a history holds one system message; the messages hold {len(systems)} (MessageManager(messages="
+                "..., system=<the System to keep>) loads them without the others)"
             )
         self.messages = pile
         self.on_message_added: list[MessageCallback] = observers
@@ -388,8 +388,8 @@ class MessageManager:
             try:
                 return [_chat_msg(messages[ref]) for ref in order]
             except Exception as exc:
-                if not progression and isinstance(exc, KeyError):  # the history's own order names a stranger
-                    raise ValueError(INVALID_PROGRESSION) from messages._out_of_step()
+                if not progression and isinstance(exc, KeyError) and out_of_step(messages) is not None:
+                    raise ValueError(INVALID_PROGRESSION) from messages._out_of_step()  # the order names a stranger
                 raise ValueError(INVALID_PROGRESSION) from exc
 
     # -- container protocol and records ------------------------------------------------------------

@@ -92,7 +92,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
             else:
                 given = Progression(order=progression)
             if len(given) != len(order) or any(ident.int not in self._items for ident in given):
-                if not given:  # an empty one is "not given", as LionAGI reads it: the items' own order
+                if not given and not isinstance(progression, Mapping):  # an empty one is not given, as LionAGI reads it
                     self._progression.include(order)
                 else:
                     raise ValueError("the progression does not list exactly the pile's items")
@@ -306,8 +306,10 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                 if held is not None:
                     self._items[key] = items
                     return held is not items
-                # Straight into the order's storage, no call: an id the pile lacks is not in its order either.
                 order = self._progression._ids
+                if key in order._slot_of:  # ordered behind the pile's back: it would be there twice
+                    raise self._out_of_step()
+                # Straight into the order's storage, no call.
                 order._slot_of[key] = len(order._slots)
                 order._slots.append(ident)
                 self._items[key] = items
@@ -318,6 +320,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         self._check(new)
         changed = False
         with lock:
+            self._refuse_ordered_strangers(new)
             for item in new:
                 held = self._items.get(item.id.int)
                 if held is None:
@@ -325,6 +328,13 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                 self._items[item.id.int] = item
                 changed = changed or held is not item
         return changed
+
+    def _refuse_ordered_strangers(self, new: list[T]) -> None:
+        """The pile's out-of-step ValueError, before anything changes, when an item to add carries an id
+        its order already names (put there behind the pile's back): appending it would fail midway."""
+        slot_of, held = self._progression._ids._slot_of, self._items
+        if any(item.id.int not in held and item.id.int in slot_of for item in new):
+            raise self._out_of_step()
 
     def update(self, items: Any) -> None:
         """Add or replace: an item whose id is present replaces the old one at the same position."""
@@ -346,6 +356,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
             return
         new = self._as_items(items)
         self._check(new)
+        self._refuse_ordered_strangers(new)
         for item in new:
             if item.id.int not in self._items:
                 self._progression.append(item.id)
@@ -543,6 +554,9 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
             record["progression"] = part_of_record(
                 cls, ("progression",), functools.partial(Progression.from_dict, progression)
             )
+            if loaded and not record["progression"]:  # an empty list is "not given"; an empty record is wrong
+                message = "the progression does not list exactly the pile's items"
+                raise record_error(cls, ("progression",), message, progression)
         elif progression is not None:
             raise record_error(cls, ("progression",), "progression must be a progression record or null", progression)
 
