@@ -656,7 +656,7 @@ def test_a_taken_over_attachment_is_refused_without_waiting_for_the_files_lock(p
                 handle.sync()
 
 
-def test_close_gives_claims_up_without_waiting_for_the_files_lock(path: Path) -> None:
+def test_close_gives_claims_up_without_waiting_out_the_stores_timeout(path: Path) -> None:
     store = SQLiteStore(path, timeout=math.inf)  # a wait for the lock would never end
     for branch_id in ("a", "b", "c"):
         store.attach(MessageManager(system=system()), branch_id)

@@ -126,18 +126,20 @@ def claim_holder(connection: sqlite3.Connection, branch_id: str) -> tuple[str, b
 
 
 def give_up_claims(connection: sqlite3.Connection, claims: list[tuple[str, str]], timeout: float) -> bool:
-    """Mark each (branch id, writer token) claim as no longer held, in one transaction that does not wait
-    for the file's lock: False when another connection holds it (or the file cannot be written), which
-    leaves every claim held, as a writer killed before closing leaves its own. A claim another writer has
-    taken since stays as it is, and a released claim keeps its token, so a writer its branch was taken
-    from stays refused. `timeout` is the connection's busy timeout, restored afterwards."""
+    """Mark each (branch id, writer token) claim as no longer held, in one transaction that waits for the
+    file's lock no longer than `GIVE_UP_WAIT` seconds (or `timeout`, the connection's busy timeout,
+    restored afterwards, when shorter): enough for other writers' ordinary transactions, never the
+    endless wait an infinite timeout would be. False when the lock stays taken (or the file cannot be
+    written), which leaves every claim held, as a writer killed before closing leaves its own. A claim
+    another writer has taken since stays as it is, and a released claim keeps its token, so a writer
+    its branch was taken from stays refused."""
 
     def mark_released() -> None:
         if not _no_claims_table(connection):
             connection.executemany("UPDATE branch_claims SET held = 0 WHERE branch_id = ? AND writer = ?", claims)
 
     try:
-        _set_busy_timeout(connection, 0)
+        _set_busy_timeout(connection, min(timeout, GIVE_UP_WAIT))
         _in_transaction(connection, "BEGIN IMMEDIATE", mark_released)
     except sqlite3.Error:
         return False
@@ -145,6 +147,9 @@ def give_up_claims(connection: sqlite3.Connection, claims: list[tuple[str, str]]
         with contextlib.suppress(sqlite3.Error):  # a closed or broken connection: nothing to restore
             _set_busy_timeout(connection, timeout)
     return True
+
+
+GIVE_UP_WAIT = 0.5  # seconds a detach or close waits for the lock to give its claims up
 
 
 def _no_claims_table(connection: sqlite3.Connection) -> bool:

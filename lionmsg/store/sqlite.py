@@ -155,9 +155,9 @@ class Attachment:
             self.store._write(self, "the history", None)
 
     def detach(self) -> None:
-        """Stop persisting this history (what is stored stays) and give the branch's claim up, without
-        waiting: while another connection holds the file's lock the claim stays held (see
-        `SQLiteStore.attach`'s take_over). Idempotent."""
+        """Stop persisting this history (what is stored stays) and give the branch's claim up, waiting
+        for the file's lock half a second at most: while another connection holds it longer the claim
+        stays held (see `SQLiteStore.attach`'s take_over). Idempotent."""
         self.store._detach(self)
 
     def __repr__(self) -> str:
@@ -215,8 +215,8 @@ class SQLiteStore:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Detach every attached history (their claims given up in one transaction that does not wait for
-        the file's lock, as `Attachment.detach` does) and close the file. Idempotent.
+        """Detach every attached history (their claims given up in one transaction that waits for the
+        file's lock half a second at most, as `Attachment.detach` does) and close the file. Idempotent.
 
         Writes from other threads: one in progress (it holds the store's lock) finishes, committed,
         before close() goes on; one that had not taken the lock yet is skipped, as after `detach()`
@@ -512,9 +512,9 @@ class SQLiteStore:
     def _give_up_claims(self, connection: sqlite3.Connection, attachments: list[Attachment]) -> None:
         """Give the branches up as their attachments detach, so that an attach with take_over=False may
         take them; after the attachments are unhooked, so that nothing here can leave one half detached.
-        Best effort, by design: it never waits for the file's lock, and a claim left held (the file
-        locked or damaged) is what a writer killed before closing leaves, which take_over=True replaces;
-        detach and close do not fail or wait for it."""
+        Best effort, by design: it waits for the file's lock half a second at most (schema.GIVE_UP_WAIT),
+        and a claim left held (the file locked longer, or damaged) is what a writer killed before closing
+        leaves, which take_over=True replaces; detach and close do not fail for it."""
         claims = [(held.branch_id, held._writer) for held in attachments if held._claimed and not held._taken_over]
         if claims:
             give_up_claims(connection, claims, self._timeout)
