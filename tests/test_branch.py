@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 from pydantic import ValidationError
@@ -241,6 +241,12 @@ def test_an_empty_prompt_adds_no_system_message_and_the_time_alone_gives_the_def
         with pytest.raises(ValueError, match=r"^system_datetime goes with a system prompt given as text$"):
             Branch(messages=messages, system_datetime="2025")
     assert own.rendered == "You are a pirate."
+    # A sender with no system message to build is ignored, as in LionAGI; no messages is no messages.
+    for kwargs in ({"messages": []}, {"messages": [Instruction()]}, {"messages": [Instruction()], "system": ""}):
+        assert Branch(system_sender="boss", **kwargs).system is None  # type: ignore[arg-type]
+    assert Branch(messages=[], system_datetime=True).system is not None
+    with pytest.raises(ValueError, match=r"^system_sender goes with a system prompt given as text$"):
+        Branch(system=System(), system_sender="boss")
 
 
 def test_a_view_given_with_messages_never_names_a_system_the_history_left_out() -> None:
@@ -254,6 +260,14 @@ def test_a_view_given_with_messages_never_names_a_system_the_history_left_out() 
     assert list(branch.progression) == [first.id, question.id]
     assert [chat["role"] for chat in branch.msgs.to_chat_msgs(branch.progression)] == ["system", "user"]
     assert Branch.from_dict(branch.to_dict()).progression == branch.progression
+    # Nothing else in the view changes: an id it names that the branch does not hold stays, and the
+    # System it leaves out stays out.
+    stranger = uuid4()
+    for view in ([question.id, stranger], Progression(order=[question.id, stranger]), (str(second.id).upper(),)):
+        kept = Branch(messages=[first, question, second], system=first, metadata={"current_progression": view})
+        expected = [] if isinstance(view, tuple) else [question.id, stranger]
+        assert [UUID(str(ref)) for ref in kept.metadata["current_progression"]] == expected
+        assert type(kept.metadata["current_progression"]) is type(view)
 
 
 def test_a_system_datetime_without_a_text_prompt_is_a_value_error() -> None:

@@ -104,6 +104,10 @@ def test_an_element_stands_for_its_id_wherever_an_owner_is_named() -> None:
     assert alice not in exchange
     mailbox = exchange.register(alice)
     assert exchange.get(mailbox) is mailbox  # a mailbox stands for its owner
+    to_mailbox = exchange.send(bob, mailbox, "to alice's mailbox")
+    assert to_mailbox.recipient == alice.id
+    assert run(exchange.collect(bob)) == 1
+    assert exchange.receive(alice) == [to_mailbox]
     with pytest.raises(ValueError, match=f"^Owner {alice.id} already registered$"):
         exchange.register(mailbox)
     with pytest.raises(ValueError, match=r"^owner ids are UUIDs \(or UUID strings, or elements with one\), got "):

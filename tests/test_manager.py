@@ -1051,8 +1051,14 @@ def test_a_key_error_while_rendering_is_the_cause_as_it_is() -> None:
         ValueError, match=r"^One or more messages in the requested progression are invalid\.$"
     ) as raised:
         manager.to_chat_msgs()
-    assert raised.value.__cause__ is not None
-    assert "out of step" not in str(raised.value.__cause__)
+    assert isinstance(raised.value.__cause__, KeyError)
+    manager.add_message(instruction="held but left out of the order")
+    manager.progression.pop(-1)  # out of step, but nothing unheld is ordered: rendering's error stays
+    with pytest.raises(
+        ValueError, match=r"^One or more messages in the requested progression are invalid\.$"
+    ) as raised:
+        manager.to_chat_msgs()
+    assert isinstance(raised.value.__cause__, KeyError)
 
 
 def test_an_id_put_in_the_order_behind_the_piles_back_is_named_by_every_view() -> None:

@@ -70,13 +70,16 @@ class Branch(Element):
         given = (messages, system, progression, on_message_added)
         if msgs is not None and any(value is not None for value in given):
             raise ValueError("pass either msgs or messages/system/progression/on_message_added, not both")
-        # LionAGI's Branch tests system_datetime and system_sender for truth: falsy ones are "not given".
-        # The time alone gives the default system message, but only to a branch given no messages, whose
-        # own System it would otherwise replace.
-        time_alone = system is None and msgs is None and messages is None
-        if (system_datetime or system_sender) and not (isinstance(system, str) or time_alone):
-            which = "system_datetime" if system_datetime else "system_sender"
-            raise ValueError(f"{which} goes with a system prompt given as text")
+        # LionAGI's Branch tests system_datetime and system_sender for truth: falsy ones are "not given",
+        # and a sender with no system message to build is ignored, as there. The time alone gives the
+        # default system message, but only to a branch given no messages, whose own System it would
+        # otherwise replace.
+        no_messages = messages is None or (isinstance(messages, (list, tuple, Pile)) and not len(messages))
+        time_alone = system is None and msgs is None and no_messages
+        if system_datetime and not (isinstance(system, str) or time_alone):
+            raise ValueError("system_datetime goes with a system prompt given as text")
+        if system_sender and isinstance(system, System):
+            raise ValueError("system_sender goes with a system prompt given as text")
         if isinstance(system, str) or (time_alone and system_datetime):
             # LionAGI's Branch(system="..."): a system message to this branch
             content = {"system_datetime": system_datetime or None}
@@ -88,6 +91,8 @@ class Branch(Element):
         # the front of the caller's progression, which a refused record must leave as it was.
         view = self.metadata.get(CURRENT_PROGRESSION)
         selected = Progression.from_dict(view) if isinstance(view, Mapping) else None
+        # Systems given among the messages, which the new manager may leave out (system= chooses another).
+        offered = [m.id for m in messages if isinstance(m, System)] if isinstance(messages, (list, tuple, Pile)) else []
         # `is None`, not `or`: an empty manager is falsy, and the caller's (with its observers) must stay.
         manager = msgs if msgs is not None else MessageManager(messages, progression, system, on_message_added)
         object.__setattr__(self, "_msgs", manager)  # plain attribute: pydantic PrivateAttrs are slow
@@ -102,14 +107,20 @@ class Branch(Element):
                 raise TypeError(f"the manager's {hooks} must be a list, got {type(getattr(manager, hooks)).__name__}")
         manager.on_message_added.insert(0, self._track_in_view)
         manager.on_history_changed.append(self._keep_view_in_step)
-        if msgs is None and self._view_names_others():  # a System the new manager left out, say
-            self._keep_view_in_step("system")
+        left_out = [ident for ident in offered if ident not in manager.messages]
+        if left_out:
+            self._drop_from_view(left_out)
 
-    def _view_names_others(self) -> bool:
-        """Whether the selected view names a message the history does not hold."""
+    def _drop_from_view(self, left_out: list[Any]) -> None:
+        """Take the Systems the new manager left out of a view given with the messages (nothing else in
+        it changes; a list or tuple stays one)."""
         view = self.metadata.get(CURRENT_PROGRESSION)
-        held = self._msgs.messages
-        return isinstance(view, (Progression, list, tuple)) and any(ref not in held for ref in view)
+        if isinstance(view, Progression):
+            view.exclude([ident for ident in left_out if ident in view])
+        elif isinstance(view, (list, tuple)):
+            gone = {str(ident) for ident in left_out}
+            kept = [ref for ref in view if str(getattr(ref, "id", ref)).lower() not in gone]
+            self.metadata[CURRENT_PROGRESSION] = type(view)(kept)
 
     def _view(self) -> Progression | None:
         """The selected view: a Progression, or a list or tuple of ids (LionAGI honours those too), kept

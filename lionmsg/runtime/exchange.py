@@ -239,6 +239,8 @@ class Exchange(CopiedUnderLock, Element):
         if (channel is None or type(channel) is str) and type(recipient) in _PLAIN_RECIPIENTS:
             message = assemble(Message, content, owner, recipient, channel)  # pydantic would only copy them
         else:  # pydantic checks anything else, and raises its ValidationError for a bad value
+            if isinstance(recipient, Flow):  # a mailbox stands for its owner, as everywhere an owner is named
+                recipient = _owner_id(recipient)
             message = Message(content=content, sender=owner, recipient=recipient, channel=channel)
         lock = self._lock
         lock.acquire()  # not `with`: half the cost, on every send

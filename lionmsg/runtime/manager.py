@@ -32,7 +32,7 @@ from lionmsg.runtime.callbacks import (
 from lionmsg.runtime.element import part_of_record, record_error
 from lionmsg.runtime.factories import AddMessageArguments, build_common, build_message, create_action_response
 from lionmsg.runtime.ids import parse_canonical_uuid
-from lionmsg.runtime.pile import Pile, changes_made, out_of_step
+from lionmsg.runtime.pile import Pile, changes_made
 from lionmsg.runtime.progression import Progression
 from lionmsg.runtime.threadlock import acquire_without_blocking_the_loop
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, loads_json, write_json
@@ -388,8 +388,10 @@ class MessageManager:
             try:
                 return [_chat_msg(messages[ref]) for ref in order]
             except Exception as exc:
-                if not progression and isinstance(exc, KeyError) and out_of_step(messages) is not None:
-                    raise ValueError(INVALID_PROGRESSION) from messages._out_of_step()  # the order names a stranger
+                # The history's own order naming an id the pile lacks is the cause, not its KeyError; a
+                # KeyError raised while rendering is its own.
+                if not progression and isinstance(exc, KeyError) and any(ref not in messages for ref in order):
+                    raise ValueError(INVALID_PROGRESSION) from messages._out_of_step()
                 raise ValueError(INVALID_PROGRESSION) from exc
 
     # -- container protocol and records ------------------------------------------------------------
