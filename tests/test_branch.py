@@ -268,6 +268,13 @@ def test_a_view_given_with_messages_never_names_a_system_the_history_left_out() 
         expected = [] if isinstance(view, tuple) else [question.id, stranger]
         assert [UUID(str(ref)) for ref in kept.metadata["current_progression"]] == expected
         assert type(kept.metadata["current_progression"]) is type(view)
+    # Given as records, and named in any spelling a Progression reads, the left-out System goes too.
+    records = [first.to_dict(), question.to_dict(), second.to_dict()]
+    for messages in (records, Pile([first, question, second]).to_dict()):
+        for spelled in (second.id.hex, f"{{{second.id}}}", second.id.urn):
+            loaded = Branch(messages=messages, system=first, metadata={"current_progression": [question.id, spelled]})
+            assert second.id not in loaded.progression
+            assert [chat["role"] for chat in loaded.msgs.to_chat_msgs(loaded.progression)] == ["user"]
 
 
 def test_a_system_datetime_without_a_text_prompt_is_a_value_error() -> None:

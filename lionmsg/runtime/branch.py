@@ -18,7 +18,7 @@ from lionmsg.runtime.fastpath import dump_address
 from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.manager import MessageManager, refuse_misplaced_system
 from lionmsg.runtime.pile import Pile
-from lionmsg.runtime.progression import Progression
+from lionmsg.runtime.progression import Progression, to_uuid
 
 __all__ = ["Branch"]
 
@@ -91,8 +91,9 @@ class Branch(Element):
         # the front of the caller's progression, which a refused record must leave as it was.
         view = self.metadata.get(CURRENT_PROGRESSION)
         selected = Progression.from_dict(view) if isinstance(view, Mapping) else None
-        # Systems given among the messages, which the new manager may leave out (system= chooses another).
-        offered = [m.id for m in messages if isinstance(m, System)] if isinstance(messages, (list, tuple, Pile)) else []
+        # The ids of the messages given, when a view comes with them: the new manager may leave some out
+        # (the Systems other than the one it keeps), and the view must not name those.
+        offered = _ids_given(messages) if msgs is None and CURRENT_PROGRESSION in self.metadata else []
         # `is None`, not `or`: an empty manager is falsy, and the caller's (with its observers) must stay.
         manager = msgs if msgs is not None else MessageManager(messages, progression, system, on_message_added)
         object.__setattr__(self, "_msgs", manager)  # plain attribute: pydantic PrivateAttrs are slow
@@ -111,16 +112,15 @@ class Branch(Element):
         if left_out:
             self._drop_from_view(left_out)
 
-    def _drop_from_view(self, left_out: list[Any]) -> None:
-        """Take the Systems the new manager left out of a view given with the messages (nothing else in
-        it changes; a list or tuple stays one)."""
+    def _drop_from_view(self, left_out: list[UUID]) -> None:
+        """Take the messages the new manager left out of a view given with them (nothing else in it
+        changes; a list or tuple stays one, an entry that is no id stays for `progression` to report)."""
         view = self.metadata.get(CURRENT_PROGRESSION)
         if isinstance(view, Progression):
             view.exclude([ident for ident in left_out if ident in view])
         elif isinstance(view, (list, tuple)):
-            gone = {str(ident) for ident in left_out}
-            kept = [ref for ref in view if str(getattr(ref, "id", ref)).lower() not in gone]
-            self.metadata[CURRENT_PROGRESSION] = type(view)(kept)
+            gone = set(left_out)
+            self.metadata[CURRENT_PROGRESSION] = type(view)(ref for ref in view if _as_id(ref) not in gone)
 
     def _view(self) -> Progression | None:
         """The selected view: a Progression, or a list or tuple of ids (LionAGI honours those too), kept
@@ -303,3 +303,23 @@ def _is_pile_record(messages: Any) -> bool:
 def _place_in(history: Progression, ident: UUID) -> int:
     """An id's index in the history; -1 for one it does not hold (a view may name other ids)."""
     return history.index(ident) if ident in history else -1
+
+
+def _ids_given(messages: Any) -> list[UUID]:
+    """The ids of the messages given to build a history (elements, message records, a Pile or a pile
+    record's items), for what the manager may leave out; entries without one are skipped."""
+    if isinstance(messages, Pile):
+        return messages.keys()
+    items = messages.get("collections") if isinstance(messages, Mapping) else messages
+    if not isinstance(items, (list, tuple)):
+        return []
+    found = (_as_id(item.get("id") if isinstance(item, Mapping) else getattr(item, "id", None)) for item in items)
+    return [ident for ident in found if ident is not None]
+
+
+def _as_id(ref: Any) -> UUID | None:
+    """The id a view's entry or a given message names, in any spelling a Progression takes; None for none."""
+    try:
+        return to_uuid(ref)
+    except (TypeError, ValueError):
+        return None
