@@ -71,7 +71,19 @@ class UnwritableRecordError(StoreError, ValueError):
         self.reason = reason
 
 
-class BranchTakenOverError(StoreError):
+class _BranchWriterError(StoreError):
+    """An error about which writer a branch belongs to (the claims in `schema.py`): names the store's
+    file and the branch, and says why."""
+
+    reason = ""
+
+    def __init__(self, path: str, branch_id: str) -> None:
+        super().__init__(f"store {path!r}, branch {branch_id!r}: {self.reason}")
+        self.path = path
+        self.branch_id = branch_id
+
+
+class BranchTakenOverError(_BranchWriterError):
     """A write of an attachment whose branch id another writer (another `SQLiteStore`, in this process
     or another) has attached since: that attach replaced the stored history and claimed the branch, so
     this write was refused and rolled back rather than mixing two histories in one branch. Every later
@@ -79,30 +91,22 @@ class BranchTakenOverError(StoreError):
     keeps its changes. `detach()` it; attaching it again takes the branch back, replacing the other
     writer's history, so do that only when this history is the one to keep."""
 
-    def __init__(self, path: str, branch_id: str) -> None:
-        super().__init__(
-            f"store {path!r}, branch {branch_id!r}: another writer has attached this branch id since this "
-            "history was attached, so its changes are no longer written here (detach it; attaching it again "
-            "would replace the other writer's history)"
-        )
-        self.path = path
-        self.branch_id = branch_id
+    reason = (
+        "another writer has attached this branch id since this history was attached, so its changes are no "
+        "longer written here (detach it; attaching it again would replace the other writer's history)"
+    )
 
 
-class BranchHeldError(StoreError):
+class BranchHeldError(_BranchWriterError):
     """`attach(..., take_over=False)` of a branch id another writer holds: attached to another store (in
     this process or another) and not detached, or left claimed by a writer that could not give it up
     (its process ended without closing the store, or the file was locked as it detached). Nothing was
     written. `attach(..., take_over=True)` (the default) takes it over."""
 
-    def __init__(self, path: str, branch_id: str) -> None:
-        super().__init__(
-            f"store {path!r}, branch {branch_id!r}: another writer holds this branch (attached elsewhere and "
-            "not detached, or its process ended without closing the store); attach with take_over=True to "
-            "take it over"
-        )
-        self.path = path
-        self.branch_id = branch_id
+    reason = (
+        "another writer holds this branch (attached elsewhere and not detached, or its process ended without "
+        "closing the store); attach with take_over=True to take it over"
+    )
 
 
 class SnapshotError(StoreError, ValueError):
