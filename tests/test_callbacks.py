@@ -316,6 +316,56 @@ def test_the_live_list_is_kept_by_reference() -> None:
     assert MessageManager().on_message_added == []
 
 
+class _Observers(list[Any]):
+    pass
+
+
+def test_a_list_subclass_is_kept_by_reference_too() -> None:
+    observers = _Observers()
+    manager = MessageManager(on_message_added=observers)
+    assert manager.on_message_added is observers
+    seen: list[Message] = []
+    observers.append(seen.append)  # registered on the caller's own list after construction
+    manager.add_message(instruction="x")
+    assert [m.rendered for m in seen] == ["Instruction: x"]
+
+
+@pytest.mark.parametrize("path", ["add_message", "a_add_message"])
+def test_an_iterator_put_in_place_of_the_live_list_is_refused_before_anything_changes(path: str) -> None:
+    seen: list[Message] = []
+    manager = MessageManager()
+    manager.on_message_added = iter([seen.append])  # type: ignore[assignment]
+    message = "on_message_added must be a list of callables, got list_iterator"
+    add = manager.add_message if path == "add_message" else lambda **given: run(manager.a_add_message(**given))
+    with pytest.raises(TypeError, match=f"^{message}$"):
+        add(instruction="x")
+    assert len(manager) == 0
+    manager.on_message_added = (seen.append,)  # type: ignore[assignment]  # a tuple is a list of callables
+    manager.add_message(instruction="y")
+    run(manager.a_add_message(instruction="z"))
+    assert [m.rendered for m in seen] == ["Instruction: y", "Instruction: z"]
+
+
+def test_a_hook_that_cannot_be_called_put_on_the_list_while_an_add_waits_is_refused_before_it_commits() -> None:
+    seen: list[Message] = []
+
+    async def main() -> tuple[MessageManager, BaseException]:
+        manager = MessageManager(on_message_added=[seen.append])
+        async with manager.messages:  # another task holds the history
+            adding = asyncio.create_task(manager.a_add_message(instruction="x"))
+            await asyncio.sleep(0)  # the add is waiting for the lock
+            manager.on_message_added.append(42)
+        with pytest.raises(TypeError) as raised:
+            await adding
+        assert not manager.messages.lock.locked()
+        return manager, raised.value
+
+    manager, error = run(main())
+    assert str(error) == "on_message_added callback 42 is not callable"
+    assert len(manager) == 0
+    assert seen == []
+
+
 # -- cancellation is no observer failure ------------------------------------------------------------
 
 
@@ -408,6 +458,66 @@ def test_a_cancellation_after_a_listener_and_an_observer_failed_keeps_both_as_it
         assert [type(e) for e in failures[0].exceptions] == [KeyError, ValueError]
 
     run(main())
+
+
+async def _retries_after_a_handled_failure(message: Message) -> None:
+    try:
+        raise ConnectionError("first attempt failed")
+    except ConnectionError:
+        await asyncio.sleep(3600)  # backing off inside the handler when the add is cancelled
+
+
+def test_earlier_failures_end_the_context_chain_when_the_stopped_observer_was_handling_its_own() -> None:
+    async def main() -> None:
+        manager = MessageManager(on_message_added=[_persist_fails, _retries_after_a_handled_failure])
+        failures = await _cancelled_while_observing(manager, instruction="x")
+        # what the observer was handling stays the cancellation's own context; the failure before it follows
+        assert [type(e) for e in failures] == [ConnectionError, ValueError]
+        assert str(failures[1]) == "persist failed"
+
+        manager = MessageManager(on_message_added=[_persist_fails, _retries_after_a_handled_failure])
+        manager.on_history_changed.append(_listener_fails)
+        failures = await _cancelled_while_observing(manager, system="Be brief.")
+        assert type(failures[0]) is ConnectionError
+        assert isinstance(failures[1], BaseExceptionGroup)
+        assert str(failures[1]) == "a_add_message hooks failed (2 sub-exceptions)"
+        assert [type(e) for e in failures[1].exceptions] == [KeyError, ValueError]
+
+    run(main())
+
+
+async def _awaits_a_task_cancelled_elsewhere(message: Message) -> None:
+    inner = asyncio.ensure_future(asyncio.sleep(3600))
+    inner.cancel()
+    await inner  # CancelledError here, though nobody cancels the add
+
+
+def test_an_observers_own_cancelled_error_is_its_failure_where_python_can_tell_it_from_a_cancellation() -> None:
+    later: list[Message] = []
+
+    async def main() -> int:
+        manager = MessageManager(on_message_added=[_awaits_a_task_cancelled_elsewhere, later.append])
+        with pytest.raises(asyncio.CancelledError):  # the observer's failure, as itself (3.11+)
+            await manager.a_add_message(instruction="x")
+        return len(manager)
+
+    assert run(main()) == 1
+    # 3.11+ asks the task whether it is being cancelled (Task.cancelling); 3.10 cannot, and stops the add.
+    assert len(later) == (1 if sys.version_info >= (3, 11) else 0)
+
+
+def test_a_cancelled_error_from_a_sync_observer_is_grouped_with_the_listeners_failure() -> None:
+    loop = asyncio.new_event_loop()
+    cancelled = loop.create_future()
+    cancelled.cancel()
+    loop.close()
+    manager = MessageManager(on_message_added=[lambda message: cancelled.result()])
+    manager.on_history_changed.append(_listener_fails)
+    with pytest.raises(BaseExceptionGroup) as raised:  # the sync path cannot be cancelled: a failure like any
+        manager.add_message(system="Be brief.")
+    assert str(raised.value) == "add_message hooks failed (2 sub-exceptions)"
+    assert [type(e) for e in raised.value.exceptions] == [KeyError, asyncio.CancelledError]
+    assert manager.system is not None
 
 
 def test_closing_the_coroutine_while_an_observer_is_suspended_runs_no_later_observer() -> None:

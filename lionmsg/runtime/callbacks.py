@@ -8,7 +8,9 @@ as one `BaseExceptionGroup("on_message_added hooks failed", errors)`.
 A cancellation is not an observer's failure: when the task running `a_add_message` is cancelled (or its
 coroutine closed) while an observer awaits, the `CancelledError` (`GeneratorExit`) propagates at once,
 as itself, and later observers do not run, so `asyncio.timeout`, `wait_for`, task groups and
-`coroutine.close()` work as asyncio promises. The message stays committed.
+`coroutine.close()` work as asyncio promises. The message stays committed. A `CancelledError` an observer
+raises while nobody cancels the add (its own inner task was cancelled) is that observer's failure; only
+Python 3.11+ can tell the two apart (`Task.cancelling()`), so on 3.10 every one stops the add.
 """
 
 from __future__ import annotations
@@ -19,17 +21,18 @@ import inspect
 import sys
 from collections.abc import Callable, Sequence
 from types import AsyncGeneratorType, CoroutineType
-from typing import Any
+from typing import Any, NoReturn
 
 if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.10 CI run
     from exceptiongroup import BaseExceptionGroup
 
 __all__ = [
-    "STOPPING",
     "MessageCallback",
     "callable_preflight",
+    "check_observer_list",
     "history_preflight",
     "is_async_callback",
+    "raise_hook_failures",
     "run_async_callbacks",
     "run_sync_callbacks",
     "sync_preflight",
@@ -37,8 +40,22 @@ __all__ = [
 
 MessageCallback = Callable[[Any], Any]
 
-# What stops an async add rather than failing an observer: the task's cancellation, the coroutine's close.
-STOPPING = (asyncio.CancelledError, GeneratorExit)
+# What may stop an async add rather than fail an observer: the task's cancellation, the coroutine's close.
+_STOPPING = (asyncio.CancelledError, GeneratorExit)
+
+
+def _stops_the_add(error: BaseException) -> bool:
+    """Whether `error`, raised out of an awaited observer, is the add being stopped: its coroutine closed,
+    or a CancelledError while the task running it is being cancelled (else an observer's own failure)."""
+    if not isinstance(error, _STOPPING):
+        return False
+    if isinstance(error, GeneratorExit) or sys.version_info < (3, 11):  # 3.10 cannot tell: it stops
+        return True
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # driven by hand, with no loop: only a cancellation throws one in
+        return True
+    return task is None or task.cancelling() > 0
 
 
 def is_async_callback(callback: Any) -> bool:
@@ -71,9 +88,17 @@ def sync_preflight(callbacks: Sequence[MessageCallback]) -> None:
             raise _not_callable("on_message_added", callback)
 
 
+def check_observer_list(observers: object) -> None:
+    """The live `on_message_added` must stay a list (or tuple): an iterator assigned there would be used
+    up by the first look at it, and its observers silently skipped."""
+    if not isinstance(observers, (list, tuple)):
+        raise TypeError(f"on_message_added must be a list of callables, got {type(observers).__name__}")
+
+
 def callable_preflight(callbacks: Sequence[MessageCallback]) -> None:
     """The async path refuses what cannot be called before anything is built or inserted (a hook put on
     the live list after the manager checked its list)."""
+    check_observer_list(callbacks)
     for callback in callbacks:
         if not callable(callback):
             raise _not_callable("on_message_added", callback)
@@ -118,7 +143,13 @@ def run_sync_callbacks(
     _raise(errors, hook)
 
 
-async def run_async_callbacks(callbacks: Sequence[MessageCallback], message: Any) -> None:
+async def run_async_callbacks(
+    callbacks: Sequence[MessageCallback], message: Any, failed_before: BaseException | None, path: str
+) -> None:
+    """Call and await each callback with `message`; then raise the failures as `raise_hook_failures` does,
+    with `failed_before` (what the history listeners raised when a system message was set by `path`, or
+    None). A stop (see `_stops_the_add`) propagates at once, as itself, with every failure before it at
+    the end of its context chain (after what an observer was handling when it was stopped)."""
     errors: list[BaseException] = []
     for callback in callbacks:
         try:
@@ -129,15 +160,45 @@ async def run_async_callbacks(callbacks: Sequence[MessageCallback], message: Any
                 await result
             elif type(result) is AsyncGeneratorType:
                 raise _async_generator_refused("on_message_added", callback)
-        except STOPPING as stop:
-            # Not a failure to collect: the caller is going away. Earlier failures stay visible as its context.
-            if errors and stop.__context__ is None:
-                stop.__context__ = _combined(errors, "on_message_added")
-            raise
         except BaseException as error:  # every callback runs; failures are re-raised below
+            if _stops_the_add(error):
+                # Not a failure to collect: the caller is going away. Earlier failures stay reachable.
+                earlier = [failed_before] if failed_before is not None else []
+                if errors:
+                    earlier.append(_combined(errors, "on_message_added"))
+                if earlier:
+                    _end_context_chain(
+                        error, earlier[0] if len(earlier) == 1 else BaseExceptionGroup(f"{path} hooks failed", earlier)
+                    )
+                raise
             errors.append(error)
     if errors:
-        _raise(errors, "on_message_added")
+        raise_hook_failures(failed_before, _combined(errors, "on_message_added"), path)
+    if failed_before is not None:
+        raise failed_before
+
+
+def raise_hook_failures(listeners_failed: BaseException | None, observers_failed: BaseException, path: str) -> NoReturn:
+    """The observers' failure as itself, or with the history listeners' (a system message set by `path`)
+    as one group: neither hides the other."""
+    if listeners_failed is None:
+        raise observers_failed
+    # `from None`: the group's members are its story; the handled member is no separate context.
+    raise BaseExceptionGroup(f"{path} hooks failed", [listeners_failed, observers_failed]) from None
+
+
+def _end_context_chain(error: BaseException, earlier: BaseException) -> None:
+    """Make `earlier` the oldest exception in `error`'s `__context__` chain: what `error` was raised while
+    handling stays its own context, and what failed before all of them comes last."""
+    seen = {id(error)}
+    last = error
+    while last.__context__ is not None:
+        last = last.__context__
+        if id(last) in seen:  # a cycle: leave the chain as it is
+            return
+        seen.add(id(last))
+    if id(earlier) not in seen:
+        last.__context__ = earlier
 
 
 def _async_generator_refused(hook: str, callback: MessageCallback) -> TypeError:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, NoReturn, cast
 
@@ -21,10 +20,11 @@ from lionmsg.generated.messages import (
     System,
 )
 from lionmsg.runtime.callbacks import (
-    STOPPING,
     MessageCallback,
     callable_preflight,
+    check_observer_list,
     history_preflight,
+    raise_hook_failures,
     run_async_callbacks,
     run_sync_callbacks,
     sync_preflight,
@@ -36,9 +36,6 @@ from lionmsg.runtime.pile import Pile, changes_made
 from lionmsg.runtime.progression import Progression
 from lionmsg.runtime.threadlock import acquire_without_blocking_the_loop
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, loads_json, write_json
-
-if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.10 CI run
-    from exceptiongroup import BaseExceptionGroup
 
 __all__ = [
     "INVALID_PROGRESSION",
@@ -224,13 +221,14 @@ class MessageManager:
                 raise listeners_failed
             return message
         # A snapshot: observers added meanwhile, even by an observer, wait for the next message.
+        check_observer_list(observers)
         callbacks: Sequence[MessageCallback] = tuple(observers)
         sync_preflight(callbacks)
         message, listeners_failed = self._commit(arguments)  # type: ignore[arg-type]
         try:
             run_sync_callbacks(callbacks, message)
-        except BaseException as observers_failed:
-            _raise_hook_failures(listeners_failed, observers_failed, "add_message")
+        except BaseException as observers_failed:  # the sync path cannot be cancelled: every one is a failure
+            raise_hook_failures(listeners_failed, observers_failed, "add_message")
         if listeners_failed is not None:
             raise listeners_failed
         return message
@@ -240,8 +238,6 @@ class MessageManager:
         calls (and awaits) a snapshot of the observers taken after the commit."""
         if not arguments.keys() <= _ADD_ARGUMENTS:
             _reject_arguments("a_add_message", arguments)
-        if self.on_message_added:
-            callable_preflight(self.on_message_added)
         # The locks' own acquire and release rather than `async with self.messages`: the pile's
         # __aenter__/__aexit__ are two more coroutines per call (~8k of ~137k instructions).
         pile = self.messages
@@ -252,6 +248,8 @@ class MessageManager:
             if not thread_lock.acquire(False):  # another thread holds the pile: wait, not block (False
                 await acquire_without_blocking_the_loop(thread_lock)  # by position: a keyword costs 1.4k)
             try:
+                if self.on_message_added:  # here, not before the wait: a hook put on the list meanwhile counts
+                    callable_preflight(self.on_message_added)
                 message, system = self._change(pile, arguments, "a_add_message")  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
                 if self._latest_change_began is not None:
                     self._note_change_ended()
@@ -260,12 +258,7 @@ class MessageManager:
             listeners_failed = self._system_listeners_failed() if system else None
         finally:
             lock.release()
-        try:
-            await run_async_callbacks(list(self.on_message_added or ()), message)
-        except BaseException as observers_failed:
-            _raise_hook_failures(listeners_failed, observers_failed, "a_add_message")
-        if listeners_failed is not None:
-            raise listeners_failed
+        await run_async_callbacks(list(self.on_message_added or ()), message, listeners_failed, "a_add_message")
         return message
 
     def _commit(self, arguments: dict[str, Any]) -> tuple[Message, BaseException | None]:
@@ -553,22 +546,6 @@ def _reject_arguments(method: str, arguments: Mapping[str, Any]) -> NoReturn:
     raise TypeError(f"MessageManager.{method}() got an unexpected keyword argument {unknown!r}")
 
 
-def _raise_hook_failures(
-    listeners_failed: BaseException | None, observers_failed: BaseException, path: str
-) -> NoReturn:
-    """The observers' failure as itself, or with the history listeners' (a system message added) as one
-    group: neither hides the other. A cancellation propagates as itself (see `callbacks.STOPPING`)."""
-    if listeners_failed is None:
-        raise observers_failed
-    if isinstance(observers_failed, STOPPING):
-        earlier = observers_failed.__context__  # the observers' failures before it, if any
-        both = [listeners_failed] if earlier is None else [listeners_failed, earlier]
-        observers_failed.__context__ = both[0] if len(both) == 1 else BaseExceptionGroup(f"{path} hooks failed", both)
-        raise observers_failed
-    # `from None`: the group's members are its story; the handled member is no separate context.
-    raise BaseExceptionGroup(f"{path} hooks failed", [listeners_failed, observers_failed]) from None
-
-
 def _observer_list(observers: Any) -> list[MessageCallback]:
     """The observers list a manager keeps: a list itself (by reference: the caller may change it later),
     another iterable copied; TypeError for anything else or an entry that is not callable."""
@@ -576,7 +553,7 @@ def _observer_list(observers: Any) -> list[MessageCallback]:
         return []
     if isinstance(observers, (str, bytes, Mapping)) or not isinstance(observers, Iterable):
         raise TypeError(f"on_message_added must be a list of callables, got {type(observers).__name__}")
-    listed = observers if type(observers) is list else list(observers)
+    listed = observers if isinstance(observers, list) else list(observers)
     for observer in listed:
         if not callable(observer):
             raise TypeError(f"on_message_added must be a list of callables, got an entry {observer!r}")
