@@ -313,6 +313,82 @@ def test_a_flow_changed_into_a_state_no_record_loads_is_refused_when_written() -
         exchange.to_json()
 
 
+def test_queueing_a_message_whose_id_the_outbox_still_lists_changes_nothing() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    gone = exchange.send(a, b, "gone")
+    flow = exchange.get(a)
+    assert flow is not None
+    flow.items.pop(gone.id)  # left the items behind the flow's back: the outbox still lists it
+    with pytest.raises(ValueError, match=f"^{gone.id} is already in the progression$"):
+        flow.queue(gone)
+    assert flow_state(flow) == ([], {"outbox": [gone.id]})
+    assert list(flow.items.progression) == []
+
+
+@pytest.mark.parametrize("earlier", [0, 1], ids=["one-id inbox", "inbox of several"])
+def test_a_delivery_whose_id_the_inbox_still_lists_changes_nothing_and_is_dropped(earlier: int) -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    kept = [exchange.send(a, b, f"kept {i}") for i in range(earlier)]
+    gone = exchange.send(a, b, "gone")
+    run(exchange.collect(a))
+    receiver, sender = exchange.get(b), exchange.get(a)
+    assert receiver is not None
+    assert sender is not None
+    receiver.items.pop(gone.id)  # the inbox still lists it
+    sender.queue(gone)  # and it is sent again
+    assert run(exchange.collect(a)) == 0
+    assert [(drop.reason, drop.message_id) for drop in exchange.dropped] == [(DROP_DELIVERY_ERROR, str(gone.id))]
+    assert gone.id not in receiver.items
+    assert list(receiver.items.keys()) == [m.id for m in kept]
+    assert list(receiver.items.progression) == [m.id for m in kept]
+    assert list(receiver.progressions[f"inbox_{a}"]) == [*(m.id for m in kept), gone.id]
+
+
+def test_a_delivery_of_an_id_ordered_behind_the_piles_back_is_the_out_of_step_error_and_changes_nothing() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    first = exchange.send(a, b, "first")  # the flow now knows the Message class: its quick road
+    run(exchange.collect(a))
+    receiver = exchange.get(b)
+    assert receiver is not None
+    stranger = Message(content="stranger", sender=a, recipient=b)
+    receiver.items.progression.append(stranger.id)  # the pile's order names an id the pile lacks
+    with pytest.raises(
+        ValueError, match=f"^the pile is out of step with its progression: its progression orders {stranger.id}"
+    ):
+        receiver.deliver(stranger, a)
+    assert stranger.id not in receiver.items
+    assert len(receiver.items) == 1
+    assert list(receiver.items.progression) == [first.id, stranger.id]
+    assert list(receiver.progressions[f"inbox_{a}"]) == [first.id]
+
+
+def test_a_flow_or_progression_renamed_in_place_is_refused_by_the_writer() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    exchange.send(a, b, "hi")
+    run(exchange.collect(a))
+    sender, receiver = exchange.get(a), exchange.get(b)
+    assert sender is not None
+    assert receiver is not None
+    sender.name = str(b)
+    with pytest.raises(
+        ValueError, match=f"^cannot write the Exchange's record: the flow of owner {a} is now named '{b}'$"
+    ):
+        exchange.to_dict()
+    sender.name = str(a)
+    receiver.progressions[f"inbox_{a}"].name = "outbox"
+    message = f"^cannot write the flow's record: its progression 'inbox_{a}' is now named 'outbox'$"
+    with pytest.raises(ValueError, match=message):
+        exchange.to_dict()
+    with pytest.raises(ValueError, match=message):
+        receiver.to_json()
+    receiver.progressions[f"inbox_{a}"].name = f"inbox_{a}"
+    assert Exchange.from_dict(exchange.to_dict()).receive(b, a)[0].content == "hi"
+
+
 def test_pop_message_past_an_inbox_entry_whose_message_is_gone_changes_nothing() -> None:
     exchange = Exchange()
     a, b = owners(exchange, 2)

@@ -401,6 +401,12 @@ class Exchange(CopiedUnderLock, Element):
             return super()._unchecked_record(mode)
 
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
+        for key, flow in self._flows.items():
+            owner = uuid_text(UUID(int=key))
+            if flow.name != owner:  # renamed in place: the record would not load
+                raise ValueError(
+                    f"cannot write the Exchange's record: the flow of owner {owner} is now named {flow.name!r}"
+                )
         record["flows"] = [flow._unchecked_record(mode) for flow in self._flows.values()]
 
     @classmethod

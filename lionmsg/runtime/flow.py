@@ -92,7 +92,12 @@ class _Storage:
 
     def queue(self, message: Message) -> None:
         """Put an outgoing message in the pile and the outbox."""
-        self.outbox.append(self._store(message))
+        ident = self._store(message)
+        try:
+            self.outbox.append(ident)
+        except BaseException:  # the outbox still lists the id (its message left the pile behind the flow's back)
+            self._unstore(ident)
+            raise
 
     def take_outbox(self) -> list[Message]:
         """Empty the outbox; its messages, taken out of the pile, oldest first (absent ones skipped)."""
@@ -147,11 +152,19 @@ class _Storage:
         if ids is None:  # a new inbox: its one id, bare (see Flow)
             self.inboxes[inbox] = ident
             self.unwrapped[inbox] = now
-        elif isinstance(ids, OrderedIds):
+            return
+        try:
+            if not isinstance(ids, OrderedIds):  # its second message: the inbox gets its OrderedIds
+                ids = self.inboxes[inbox] = OrderedIds.of_one(ids)
             ids.append(ident)
-        else:  # its second message: the inbox gets its OrderedIds
-            ids = self.inboxes[inbox] = OrderedIds.of_one(ids)
-            ids.append(ident)
+        except BaseException:  # the inbox still lists the id (its message left the pile behind the flow's back)
+            self._unstore(ident)
+            raise
+
+    def _unstore(self, ident: UUID) -> None:
+        """Take back what `_store` just did: the flow is as it was before the failed queue or delivery."""
+        del self.stored[ident.int]
+        self.order.exclude([ident])
 
     def _store(self, message: Message) -> UUID:
         """Add a message new to the flow to its pile; its id. ValueError, changing nothing, when the flow
@@ -166,7 +179,9 @@ class _Storage:
         if key in stored:
             raise ValueError(f"{ident} is already in this flow")
         if known:  # `pile.include` spelled out: it reads the model's attributes
-            order = self.order  # an id the pile lacks is not in its order either
+            order = self.order
+            if key in order._slot_of:  # ordered behind the pile's back: it would be there twice
+                raise self.pile._out_of_step()
             order._slot_of[key] = len(order._slots)
             order._slots.append(ident)
             stored[key] = message
@@ -410,7 +425,11 @@ class Flow(CopiedUnderLock, Element):
         listed: set[int] = set()
         count = 0
         gone: set[str] = set()
-        for progression in progressions.values():
+        for name, progression in progressions.items():
+            if progression.name != name:  # renamed in place: the record would name the outbox or an inbox wrongly
+                raise ValueError(
+                    f"cannot write the flow's record: its progression {name!r} is now named {progression.name!r}"
+                )
             for ident in progression:
                 if ident.int in held:
                     listed.add(ident.int)
