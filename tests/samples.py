@@ -20,6 +20,13 @@ PEER = UUID("11111111-1111-4111-8111-111111111111")
 PNG = "data:image/png;base64,iVBORw0KGgo="
 
 
+class HexSpelledUUID(UUID):
+    """A UUID subclass that spells itself as bare hex (the schema's pattern refuses that spelling)."""
+
+    def __str__(self) -> str:
+        return self.hex
+
+
 def rich_messages() -> list[Message]:
     """Six messages, one per class, with non-default content, routing, metadata and embedding."""
     common = {"metadata": {"trace": {"step": 3}, "tags": ["a"]}, "embedding": [0.25, -1.0, 3.0], "channel": "ops"}

@@ -4,6 +4,7 @@ escaping; tests/test_show.py has the rest), their output and exit status."""
 from __future__ import annotations
 
 import errno
+import functools
 import io
 import json
 import os
@@ -11,6 +12,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -1022,15 +1024,37 @@ def test_a_usage_error_with_standard_error_closed_writes_nothing_to_the_output()
     assert (done.returncode, done.stdout) == (2, "")
 
 
-def test_a_record_too_deep_for_jsonschema_is_one_error_not_a_traceback() -> None:
-    """jsonschema recurses per level (and spells a failing branch's value with repr): a record that
-    parses may still be too deep for it, which `validate` reports as an invalid record."""
+def _nested(levels: int) -> Any:
     deep: Any = []
-    for _ in range(100_000):  # too deep on every supported Python (3.13 validated 5,000 levels)
+    for _ in range(levels):
         deep = [deep]
-    record = {"id": "00000000-0000-4000-8000-000000000001", "created_at": 1.0, "content": deep}
-    errors = VALIDATOR.errors(record)
-    assert [str(error) for error in errors] == [
+    return deep
+
+
+def _deep_in_the_stack(levels: int, call: Callable[[], bool]) -> bool:
+    return _deep_in_the_stack(levels - 1, call) if levels else call()
+
+
+def test_a_valid_record_however_deep_its_free_content_is_valid_also_from_deep_in_the_stack() -> None:
+    """No rule constrains a generic message's content, and the verdict never spells a value (jsonschema's
+    error messages do, with repr, which runs out of recursion hundreds of levels down)."""
+    for levels in (960, 100_000):
+        record = {"id": "00000000-0000-4000-8000-000000000001", "created_at": 1.0, "content": _nested(levels)}
+        assert _deep_in_the_stack(50, functools.partial(VALIDATOR.is_valid, record))
+        assert VALIDATOR.errors(record) == []
+
+
+def test_an_invalid_record_too_deep_for_jsonschema_to_spell_is_one_error_not_a_traceback() -> None:
+    """jsonschema recurses per level and spells a failing value with repr: an invalid record nested too
+    deeply for that is reported with one error (`validate` reports it as an invalid record)."""
+    record = {
+        "id": "00000000-0000-4000-8000-000000000001",
+        "created_at": 1.0,
+        "metadata": {"lion_class": "Instruction"},
+        "content": _nested(100_000),  # too deep on every supported Python (3.13 validated 5,000 levels)
+    }
+    assert not VALIDATOR.is_valid(record)
+    assert [str(error) for error in VALIDATOR.errors(record)] == [
         "$: nested too deeply to validate (jsonschema recurses per level) (schema: )"
     ]
 

@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from lionmsg import Element, Instruction, Message, Node
+from tests.samples import HexSpelledUUID
 
 
 def test_identity_fields_default_and_are_frozen() -> None:
@@ -22,6 +23,15 @@ def test_identity_fields_default_and_are_frozen() -> None:
         element.id = uuid4()  # type: ignore[misc]
     with pytest.raises(ValidationError, match="frozen"):
         element.created_at = 1.0  # type: ignore[misc]
+
+
+def test_an_id_given_as_a_uuid_subclass_is_held_as_the_plain_uuid_it_names() -> None:
+    given = HexSpelledUUID(str(uuid4()))
+    message = Message(id=given, content="x")
+    assert type(message.id) is UUID
+    assert message.id == given
+    assert message.to_dict()["id"] == str(UUID(int=given.int))
+    assert Message.from_json(message.to_json()).id == given
 
 
 def test_metadata_is_free_and_mutable() -> None:

@@ -531,6 +531,17 @@ def test_clone_is_same_class_new_identity_with_source_recorded(cls: type[Message
     assert "clone_from" not in source.metadata
 
 
+def test_a_clone_keeps_a_name_held_as_text_that_uuid_would_parse() -> None:
+    record = Instruction(content={"instruction": "q"}).to_dict()
+    record["sender"] = "0123456789abcdef0123456789abcdef"  # names: only the canonical form is a UUID
+    record["recipient"] = "{01234567-89ab-cdef-0123-456789abcdef}"
+    clone = Message.from_dict(record).clone()
+    assert (clone.sender, clone.recipient) == (record["sender"], record["recipient"])
+    assert type(clone.sender) is str
+    assert type(clone.recipient) is str
+    assert (clone.to_dict()["sender"], clone.to_dict()["recipient"]) == (record["sender"], record["recipient"])
+
+
 def test_clone_of_generic_content_is_a_deep_copy() -> None:
     source = Message(content={"a": [1]})
     clone = source.clone()

@@ -26,6 +26,7 @@ from lionmsg.runtime.exchange import (
 )
 from tests.conftest import assert_record_refused
 from tests.mail import failing_deliveries
+from tests.samples import HexSpelledUUID
 
 
 def run(coro: Any) -> Any:
@@ -311,6 +312,18 @@ def test_a_flow_changed_into_a_state_no_record_loads_is_refused_when_written() -
     receiver.items.pop(unqueued.id)  # an inbox naming a message its flow no longer holds
     with pytest.raises(ValueError, match=rf"^cannot write the flow's record: inbox_{a} lists {unqueued.id}, not in"):
         exchange.to_json()
+
+
+def test_an_owner_given_as_a_uuid_subclass_is_the_plain_uuid_it_names() -> None:
+    exchange = Exchange()
+    owner, other = HexSpelledUUID(str(uuid4())), uuid4()
+    flow = exchange.register(owner)
+    exchange.register(other)
+    assert flow.name == str(UUID(int=owner.int))
+    assert [type(ident) for ident in exchange.owner_ids] == [UUID, UUID]
+    exchange.send(owner, other, "hi")
+    run(exchange.collect_all())
+    assert [m.content for m in Exchange.from_dict(exchange.to_dict()).receive(other, owner)] == ["hi"]
 
 
 def test_queueing_a_message_whose_id_the_outbox_still_lists_changes_nothing() -> None:

@@ -519,13 +519,20 @@ def test_pydantics_road_keeps_writing_a_key_that_is_no_string_as_its_text_beside
     assert _Note(content={"\ud800": 1, 2: 3}).to_dict()["content"] == {"\ud800": 1, "2": 3}
 
 
-def test_an_integer_written_into_an_embedding_in_place_is_written_as_a_float_by_every_writer() -> None:
+class _Float64(float):
+    """What numpy's float64 is to Python: a float subclass."""
+
+
+@pytest.mark.parametrize("entry", [3, _Float64(0.25)], ids=["int", "float subclass"])
+def test_a_number_written_into_an_embedding_in_place_is_written_as_a_float_by_every_writer(entry: Any) -> None:
     message = Message(embedding=[1.0])
-    message.embedding.append(3)
+    assert message.embedding is not None
+    message.embedding.append(entry)
     record = message.to_dict()
-    assert record["embedding"] == [1.0, 3.0]
+    assert record["embedding"] == [1.0, float(entry)]
     assert [type(number) for number in record["embedding"]] == [float, float]
     assert message.model_dump(mode="json") == record == json.loads(message.to_json())
+    assert Message.from_json(message.to_json()).embedding == [1.0, float(entry)]
 
 
 # -- malformed records ----------------------------------------------------------------------------

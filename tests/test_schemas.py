@@ -126,6 +126,19 @@ def test_an_optional_content_property_without_a_default_is_reported(schema_copy:
     assert any("content/system.schema.json#/properties/note: an optional content property needs a" in p for p in found)
 
 
+def test_an_enum_value_that_is_no_json_scalar_is_reported(schema_copy: Path) -> None:
+    _edit(
+        schema_copy,
+        "content/instruction.schema.json",
+        lambda d: d["properties"]["image_detail"]["enum"].append({"level": "low"}),
+    )
+    found = list(problems(SchemaSet.load(schema_copy)))
+    assert any(
+        "instruction.schema.json#/properties/image_detail: enum values must be strings, numbers, booleans or null" in p
+        for p in found
+    ), found
+
+
 def test_an_unanchored_pattern_is_reported(schema_copy: Path) -> None:
     _edit(
         schema_copy,

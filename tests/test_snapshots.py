@@ -226,6 +226,26 @@ def test_an_unserializable_object_never_touches_the_disk(tmp_path: Path) -> None
     assert listing(tmp_path) == ["history.json"]
 
 
+def test_content_changed_in_place_into_a_record_that_would_not_load_never_touches_the_disk(tmp_path: Path) -> None:
+    path = tmp_path / "history.json"
+    history = MessageManager()
+    ask = history.add_message(instruction="Plan a trip.")
+    save_snapshot(history, path)
+    previous = path.read_bytes()
+    ask.content.prompt_context = {"city": "Lyon"}  # a plain attribute: checked by nobody when set
+    expected = (
+        rf"^snapshot {re.escape(repr(str(path)))}: not saved: the MessageManager would not load back \(invalid "
+        r"MessageManager data: 1 validation error for MessageManager\n(?s:.*)prompt_context must be an array"
+    )
+    with pytest.raises(SnapshotError, match=expected):
+        save_snapshot(history, path)
+    assert path.read_bytes() == previous
+    assert listing(tmp_path) == ["history.json"]
+    ask.content.prompt_context = [{"city": "Lyon"}]
+    save_snapshot(history, path)
+    assert load_snapshot(path, MessageManager).to_dict() == history.to_dict()
+
+
 def test_a_lone_surrogate_is_saved_as_an_escape_and_loads_back(tmp_path: Path) -> None:
     path = tmp_path / "history.json"
     history = MessageManager()

@@ -296,6 +296,26 @@ def test_a_message_that_cannot_be_written_is_refused_until_it_is_replaced(store:
     assert [m.content.instruction for m in list(reloaded(path, "b1"))[1:]] == ["first", "second", "third"]
 
 
+def test_content_changed_in_place_into_a_record_that_would_not_load_is_not_written(
+    store: SQLiteStore, path: Path
+) -> None:
+    manager = MessageManager(system=system())
+    attachment = store.attach(manager, "b1")
+    ask = manager.add_message(instruction="Plan a trip.")
+    before = dump(path)
+    ask.content.prompt_context = {"city": "Lyon"}  # a plain attribute: checked by nobody when set
+    expected = (
+        rf"^store {re.escape(repr(str(path)))}, branch 'b1': cannot write message {ask.id}: its record would not "
+        r"load \(1 validation error for Instruction\n(?s:.*)prompt_context must be an array"
+    )
+    with pytest.raises(UnwritableRecordError, match=expected):
+        attachment.sync()  # rewrites the branch: the one bad row would have made all of it unloadable
+    assert dump(path) == before  # rolled back
+    ask.content.prompt_context = [{"city": "Lyon"}]
+    attachment.sync()
+    assert_same_history(reloaded(path, "b1"), manager)
+
+
 def test_a_system_moved_from_index_zero_behind_the_managers_back_is_not_written(store: SQLiteStore, path: Path) -> None:
     first = system()
     manager = MessageManager(system=first)

@@ -99,6 +99,10 @@ def problems(schemas: SchemaSet) -> Iterator[str]:
             if isinstance(pattern, str) and not (pattern.startswith("^") and pattern.endswith("$")):
                 # Every client must read it alike: anchored, search and whole-string matching agree.
                 yield f"{name}#{pointer}: pattern {pattern!r} must be anchored with ^...$"
+            values = sub.get("enum")
+            if isinstance(values, list) and not all(v is None or isinstance(v, (str, int, float)) for v in values):
+                # lionmsg's validator compares enum values as JSON scalars (lionmsg/schema/validator.py)
+                yield f"{name}#{pointer}: enum values must be strings, numbers, booleans or null"
             if "properties" in sub and sub.get("type") != "object":
                 yield f'{name}#{pointer}: `properties` needs `"type": "object"` beside it (ajv strict mode)'
             if "$ref" in sub:

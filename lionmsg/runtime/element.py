@@ -60,6 +60,8 @@ def _canonical_uuid(value: Any) -> Any:
     # The schema's UUID form; pydantic alone would also take braces, URNs and bare hex.
     if isinstance(value, str) and CANONICAL_UUID.fullmatch(value) is None:
         raise ValueError(f"expected a UUID in canonical 8-4-4-4-12 form, got {value!r}")
+    if isinstance(value, UUID) and type(value) is not UUID:  # a subclass may spell itself otherwise
+        return UUID(int=value.int)  # in records: held as the plain UUID it names, as a sender is
     return value
 
 
@@ -380,9 +382,9 @@ def check_embedding(owner: Element, embedding: list[Any]) -> bool:
     """Whether an embedding holds finite floats only, what a record writes as they are; a ValueError naming
     the entry when it holds something no record can (a bool, a string, an integer beyond a double):
     changed in place since it was checked, where pydantic's dump would write it into the record or fail
-    with a TypeError. False for an integer within a double's range (pydantic's dump writes it as a float)
-    and for a NaN or an infinity, which is left to the JSON writers' check, naming where it sits in the
-    whole record."""
+    with a TypeError. False for an integer within a double's range and a float subclass's value (numpy's
+    float64: pydantic's dump writes either as a float) and for a NaN or an infinity, which is left to the
+    JSON writers' check, naming where it sits in the whole record."""
     if set(map(type, embedding)) <= {float}:  # the usual case, in C
         return all(map(math.isfinite, embedding))
     plain = True
@@ -390,8 +392,8 @@ def check_embedding(owner: Element, embedding: list[Any]) -> bool:
         kind = type(number)
         if kind is float:
             plain = plain and math.isfinite(number)
-        elif kind is int and -_DOUBLE_MAX <= number <= _DOUBLE_MAX:
-            plain = False
+        elif (kind is int and -_DOUBLE_MAX <= number <= _DOUBLE_MAX) or isinstance(number, float):
+            plain = False  # a float subclass (numpy's float64, say) is written as the float it is
         else:
             shown = "an integer beyond the range of a double" if kind is int else repr(number)
             raise ValueError(

@@ -341,12 +341,14 @@ class MessageBehaviour(Node, Sendable):
         metadata["clone_from"] = str(values["id"])
         # A subclass's own fields (or a generated class's the fast roads do not know) are cloned too.
         extra = {} if type(self) in ENVELOPE_CLASSES else self._fields_beyond_the_envelope()
+        sender, recipient = values["sender"], values["recipient"]
         return type(self)(
             content=content,
             metadata=metadata,
             embedding=None if embedding is None else list(embedding),
-            sender=values["sender"],
-            recipient=values["recipient"],
+            # A name held as text stays one, though the constructor reads bare hex or braces as a UUID.
+            sender=PlainName(sender) if type(sender) is str else sender,
+            recipient=PlainName(recipient) if type(recipient) is str else recipient,
             channel=values["channel"],
             **extra,
         )

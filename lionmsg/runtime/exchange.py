@@ -77,8 +77,8 @@ class DroppedMail:
 
 
 def _owner_id(owner: Any) -> UUID:
-    if isinstance(owner, UUID):
-        return owner
+    if isinstance(owner, UUID):  # a subclass (which may spell itself otherwise) as the plain UUID it names
+        return owner if type(owner) is UUID else UUID(int=owner.int)
     if isinstance(owner, str):
         with contextlib.suppress(ValueError):  # not a UUID string: the error below says what is wanted
             return UUID(owner)
@@ -94,7 +94,7 @@ def _owner_id(owner: Any) -> UUID:
         )
     ident = None if isinstance(owner, (bytes, int, float)) else getattr(owner, "id", None)
     if isinstance(ident, UUID):
-        return ident
+        return ident if type(ident) is UUID else UUID(int=ident.int)
     raise ValueError(f"owner ids are UUIDs (or UUID strings, or elements with one), got {owner!r}")
 
 

@@ -81,6 +81,56 @@ def _without_dialects(bundle: dict[str, Any]) -> dict[str, Any]:
     return copy
 
 
+# The verdict needs no error messages, and jsonschema's spell the failing value with repr(), which runs
+# out of recursion on a value nested hundreds of levels deep (a generic message's content, checked
+# against the typed kinds' branches of the union), even where no rule fails on it: these keywords give
+# the same verdicts without spelling the value.
+def _type_verdict(validator: Validator, types: Any, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    if not any(validator.is_type(instance, kind) for kind in ([types] if isinstance(types, str) else types)):
+        yield ValidationError("not of the type")
+
+
+def _valid_under(validator: Any, subschema: Any, instance: Any) -> bool:
+    # `descend` (the keywords' own way into a subschema) is on jsonschema's classes, not its protocol.
+    return next(validator.descend(instance, subschema), None) is None
+
+
+def _one_of_verdict(
+    validator: Validator, subschemas: list[Any], instance: Any, schema: dict[str, Any]
+) -> Iterator[ValidationError]:
+    if sum(1 for subschema in subschemas if _valid_under(validator, subschema, instance)) != 1:
+        yield ValidationError("not valid under exactly one of the given schemas")
+
+
+def _any_of_verdict(
+    validator: Validator, subschemas: list[Any], instance: Any, schema: dict[str, Any]
+) -> Iterator[ValidationError]:
+    if not any(_valid_under(validator, subschema, instance) for subschema in subschemas):
+        yield ValidationError("not valid under any of the given schemas")
+
+
+def _enum_verdict(
+    validator: Validator, values: list[Any], instance: Any, schema: dict[str, Any]
+) -> Iterator[ValidationError]:
+    if not any(_same_json_scalar(value, instance) for value in values):
+        yield ValidationError("not one of the values")
+
+
+def _same_json_scalar(value: Any, instance: Any) -> bool:
+    """JSON equality for an enum's values, all scalars in these schemas (`make check` holds them to it): a
+    boolean equals only itself (1 is not true), a number any equal number, text or null itself."""
+    if isinstance(value, bool) or isinstance(instance, bool):
+        return value is instance
+    if isinstance(value, (int, float)):
+        return isinstance(instance, (int, float)) and value == instance
+    return type(value) is type(instance) and value == instance
+
+
+_Verdict: type[Validator] = extend(  # type: ignore[no-untyped-call]
+    _Draft, {"type": _type_verdict, "oneOf": _one_of_verdict, "anyOf": _any_of_verdict, "enum": _enum_verdict}
+)
+
+
 class RecordValidator:
     """Validators for the union and each kind, built once from the bundle."""
 
@@ -95,7 +145,7 @@ class RecordValidator:
         self._union = _Draft(self._bundle, registry=self._registry)
         # The verdict, from the union with every $ref inlined: the same rules, without the per-$ref
         # resolver look-ups that made validation cost milliseconds per record.
-        self._verdict = _Draft(inline_refs(self._bundle, self._bundle))
+        self._verdict = _Verdict(inline_refs(self._bundle, self._bundle))
         self._kinds = {
             name.removeprefix("messages."): _Draft(schema, registry=self._registry)
             for name, schema in self._bundle["$defs"].items()

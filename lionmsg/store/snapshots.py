@@ -7,14 +7,16 @@ A snapshot file is one JSON object:
 
 so any JSON client can tell what it holds, and `load_snapshot` returns the right type.
 
-`save_snapshot` serializes first (an object that cannot be serialized never touches the disk), writes
-a temporary file next to the target, flushes and fsyncs it, opens the directory, renames the file over
-the target (`os.replace`, atomic on POSIX and Windows), then fsyncs the directory so the rename itself
-is durable. A failure up to the rename (the directory cannot be opened included) leaves the previous
-snapshot as it was and removes the temporary file; a crash at any point leaves the previous snapshot or
-the new one, whole (a killed process may leave a temporary file behind, `.<name>.<random>.tmp`, which is
-never read). Only the directory's fsync comes after the rename: when it fails (an I/O error), the error
-is raised with the new snapshot in place, and the rename may not survive a power loss.
+`save_snapshot` serializes first and reads the result back as `load_snapshot` would: an object that
+cannot be serialized never touches the disk, nor one whose record would not load back (content changed in
+place, say: a SnapshotError). Then it writes a temporary file next to the target, flushes and fsyncs it,
+opens the directory, renames the file over the target (`os.replace`, atomic on POSIX and Windows), then
+fsyncs the directory so the rename itself is durable. A failure up to the rename (the directory cannot be
+opened included) leaves the previous snapshot as it was and removes the temporary file; a crash at any
+point leaves the previous snapshot or the new one, whole (a killed process may leave a temporary file
+behind, `.<name>.<random>.tmp`, which is never read). Only the directory's fsync comes after the rename:
+when it fails (an I/O error), the error is raised with the new snapshot in place, and the rename may not
+survive a power loss.
 The replaced file keeps the previous file's permission bits. Observers (`on_message_added`) are
 callables and are not part of a snapshot.
 """
@@ -62,6 +64,12 @@ def save_snapshot(obj: Snapshotable, path: str | os.PathLike[str]) -> None:
         raise TypeError(f"save_snapshot takes a MessageManager, a Branch or an Exchange, got {type(obj).__name__}")
     document = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "kind": kind, "data": obj.to_dict()}
     payload = write_json(document).encode("utf-8")  # a lone surrogate written as an escape, as every record
+    # Read back as load_snapshot reads it, before the disk is touched: content changed in place is
+    # checked by nobody until now, and a snapshot that cannot load would replace one that can.
+    try:
+        snapshot_from_bytes(os.fspath(path), payload, _KINDS[kind])
+    except SnapshotError as exc:
+        raise SnapshotError(exc.path, f"not saved: the {kind} would not load back ({exc.reason})") from exc
     _replace_atomically(Path(path), payload)
 
 

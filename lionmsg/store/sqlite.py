@@ -436,10 +436,18 @@ class SQLiteStore:
         return latest is not None
 
     def _record(self, attachment: Attachment, message: Message) -> str:
+        """The message's row: its record, read back as `load` reads it (a field changed in place is
+        checked by nobody until now, and one bad row would make the whole branch unloadable)."""
         try:
-            return message.to_json()
+            record = message.to_json()
         except ValueError as exc:
             raise UnwritableRecordError(self.path, attachment.branch_id, str(message.id), str(exc)) from exc
+        try:
+            Message.from_dict(loads_json(record))
+        except (TypeError, ValueError) as exc:
+            reason = f"its record would not load ({exc})"
+            raise UnwritableRecordError(self.path, attachment.branch_id, str(message.id), reason) from exc
+        return record
 
     def _keep_in_line(self, connection: sqlite3.Connection, attachment: Attachment) -> None:
         manager = attachment.manager
