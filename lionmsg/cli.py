@@ -45,6 +45,11 @@ EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 _JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
 
 
+def _json_lines_named(path: str) -> bool:
+    """Whether a file's name says JSON Lines, in any case (`LOG.JSONL` as `log.jsonl`)."""
+    return path.lower().endswith(_JSON_LINES_SUFFIXES)
+
+
 class UsageError(Exception):
     """Reported as `lionmsg: <message>` with exit status 2."""
 
@@ -222,7 +227,7 @@ def _entries(path: str, text: str) -> Iterator[_Entry]:
         else:
             yield from _document_entries(label, document)
         return
-    if path.endswith(_JSON_LINES_SUFFIXES):
+    if _json_lines_named(path):
         yield from _json_lines(label, text)
         return
     try:
@@ -398,8 +403,18 @@ def _show(args: argparse.Namespace, out: _Output) -> int:
             out.write("\n")
     except (StoreError, _BadRecord) as error:
         _complain(str(error))
-        return EXIT_INVALID
+        return EXIT_USAGE if _unreadable(error) else EXIT_INVALID
     return EXIT_OK
+
+
+def _unreadable(error: Exception) -> bool:
+    """A store SQLite could not read (locked past the timeout, an I/O error): not an invalid store. A
+    damaged file is a CorruptStoreError; a database that is no lionmsg store a plain StoreError of its own."""
+    import sqlite3
+
+    from lionmsg.store import StoreError
+
+    return type(error) is StoreError and isinstance(error.__cause__, sqlite3.Error)
 
 
 def _chat_message(message: Any) -> dict[str, Any]:
@@ -441,7 +456,7 @@ def _histories(path: str, branch: str | None) -> Iterator[tuple[str, list[Any]]]
     if branch is not None:
         raise UsageError("--branch applies to a SQLite store only")
     text = _decode(path, raw)
-    if not path.endswith(_JSON_LINES_SUFFIXES):
+    if not _json_lines_named(path):
         document = _one_value(text)  # not JSON (or too deep to read): the entries below report it
         if isinstance(document, dict) and document.get("format") == "lionmsg-snapshot":
             if stdin:

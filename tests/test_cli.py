@@ -262,7 +262,7 @@ def test_validate_json_lines_reports_a_malformed_line_by_number(tmp_path: Path) 
     )
 
 
-@pytest.mark.parametrize("suffix", [".jsonl", ".ndjson"])
+@pytest.mark.parametrize("suffix", [".jsonl", ".ndjson", ".JSONL", ".NDJson"])
 def test_validate_json_lines_of_valid_records_pass(tmp_path: Path, suffix: str) -> None:
     path = tmp_path / f"records{suffix}"
     path.write_text(_lines(GOOD, {**GOOD, "content": None}, "   "), encoding="utf-8")
@@ -689,6 +689,35 @@ def test_a_branch_name_that_is_not_printable_is_quoted(tmp_path: Path) -> None:
     status, out = run("show", database)
     assert status == 0
     assert lines_of(out)[0] == 'branch "x\\u001b[2Jy" (2 messages)'
+
+
+def test_a_store_another_client_holds_locked_is_unreadable_not_invalid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    from lionmsg.store import SQLiteStore
+
+    database = tmp_path / "h.db"
+    with SQLiteStore(database) as store:
+        store.attach(_history(), "b")
+    monkeypatch.setitem(SQLiteStore.__init__.__kwdefaults__, "timeout", 0.05)  # not show's 5 s wait
+    holder = sqlite3.connect(database, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        assert run("show", database) == (2, "")
+    finally:
+        holder.close()
+    assert capsys.readouterr().err == f"lionmsg: cannot open store {str(database)!r}: database is locked\n"
+    assert run("show", database)[0] == 0
+
+
+def test_show_reads_a_json_lines_file_named_in_capitals_as_json_lines(tmp_path: Path) -> None:
+    path = tmp_path / "LOG.JSONL"
+    path.write_text(_lines(GOOD, GOOD), encoding="utf-8")
+    status, out = run("show", path)
+    assert status == 0
+    assert lines_of(out)[0] == f"{path}"
 
 
 # -- the installed console script -----------------------------------------------------------------

@@ -272,11 +272,25 @@ def test_a_history_nested_past_pydantics_depth_limit_is_saved_and_loads_back(tmp
         assert load_snapshot(path, kind).to_dict() == obj.to_dict()
 
 
-def test_a_target_name_near_the_file_systems_limit_is_saved(tmp_path: Path) -> None:
-    path = tmp_path / ("h" * 250)  # the temporary file beside it must fit in 255 bytes as well
+@pytest.mark.parametrize("name", ["h" * 250, "\N{GRINNING FACE}" * 60 + ".json"], ids=["ascii", "4-byte characters"])
+def test_a_target_name_near_the_file_systems_limit_is_saved(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name  # the temporary file beside it must fit in 255 bytes as well
     save_snapshot(MessageManager(messages=[Instruction()]), path)
     assert len(load_snapshot(path, MessageManager)) == 1
     assert listing(tmp_path) == [path.name]
+
+
+def test_a_failed_save_names_the_target_not_the_temporary_file(tmp_path: Path) -> None:
+    missing = tmp_path / "missing" / "history.json"
+    with pytest.raises(FileNotFoundError) as raised:
+        save_snapshot(MessageManager(), missing)
+    assert (raised.value.filename, raised.value.filename2) == (str(missing), None)
+    folder = tmp_path / "history.json"
+    folder.mkdir()
+    with pytest.raises(IsADirectoryError) as raised_too:
+        save_snapshot(MessageManager(), folder)
+    assert (raised_too.value.filename, raised_too.value.filename2) == (str(folder), None)
+    assert listing(tmp_path) == ["history.json"]
 
 
 def test_a_branch_whose_view_is_no_progression_is_not_saved(tmp_path: Path) -> None:

@@ -136,9 +136,24 @@ def _shown(value: Any) -> str:
 
 
 def _replace_atomically(path: Path, payload: bytes) -> None:
+    temporary = path.parent / f".{_cut(path.name, 64)}.{secrets.token_hex(8)}.tmp"
+    try:
+        _replace_through(temporary, path, payload)
+    except OSError as exc:  # named for the caller's file, not the hidden temporary one
+        if exc.filename == os.fspath(temporary):
+            exc.filename, exc.filename2 = os.fspath(path), None
+        raise
+
+
+def _cut(name: str, size: int) -> str:
+    """`name` cut to at most `size` bytes as the file system stores it (a name's limit is in bytes: 60
+    four-byte characters would not fit a temporary name cut at 64 characters)."""
+    encoded = os.fsencode(name)
+    return name if len(encoded) <= size else os.fsdecode(encoded[:size])  # a cut character: its bytes kept
+
+
+def _replace_through(temporary: Path, path: Path, payload: bytes) -> None:
     directory = path.parent
-    # Named after the target, cut short so that a target name near the file system's limit still fits.
-    temporary = directory / f".{path.name[:64]}.{secrets.token_hex(8)}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     descriptor = os.open(temporary, flags, 0o666)  # the umask applies, as for any new file
     try:
