@@ -37,6 +37,11 @@ SHAPES = [
         "P1P2",
         id="openai choice content as parts",
     ),
+    pytest.param(
+        {"choices": [{"message": {"content": {"type": "text", "text": "P"}}}]}, "P", id="openai choice content one part"
+    ),
+    pytest.param({"choices": [{"message": {"content": 5}}]}, "", id="openai choice content a number"),
+    pytest.param({"choices": [{"message": None, "delta": {"content": "D"}}]}, "D", id="null message beside delta"),
     pytest.param({"output": [{"type": "message", "content": "S"}]}, "S", id="responses output content as text"),
     pytest.param({"choices": [{"message": {}, "delta": {"content": "D"}}]}, "D", id="empty message beside delta"),
     pytest.param({"choices": [{"message": "M"}]}, "", id="a choice message that is no object"),
@@ -53,6 +58,17 @@ SHAPES = [
     pytest.param(None, "", id="none"),
     pytest.param([], "", id="empty list"),
 ]
+
+
+def test_a_result_holding_a_number_json_cannot_write_is_a_value_error() -> None:
+    expected = r"^a provider response's result holds a number JSON cannot write: Out of range float values"
+    for response in ({"result": float("nan")}, {"result": {"score": float("inf")}}):
+        with pytest.raises(ValueError, match=expected):
+            AssistantResponse.from_response(response)
+        manager = MessageManager()
+        with pytest.raises(ValueError, match=expected):
+            manager.add_message(assistant_response=response)
+        assert len(manager) == 0
 
 
 @pytest.mark.parametrize(("response", "text"), SHAPES)

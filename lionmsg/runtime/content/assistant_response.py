@@ -62,8 +62,8 @@ def _dict_texts(item: dict[str, Any]) -> list[str]:
             content = part.get("content") if isinstance(part, dict) else None
             if isinstance(content, str):
                 texts.append(content)
-            elif isinstance(content, list):  # content parts, as OpenAI-compatible servers may send
-                texts.extend(text for block in content for text in _block_text(block, "text"))
+            else:  # content parts (or one part alone), as OpenAI-compatible servers may send
+                texts.extend(text for block in _listed(content) for text in _block_text(block, "text"))
         return texts
     if "output" in item:
         return [
@@ -77,7 +77,12 @@ def _dict_texts(item: dict[str, Any]) -> list[str]:
         result = item["result"]
         if result is None:
             return []
-        return [result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)]
+        if isinstance(result, str):
+            return [result]
+        try:
+            return [json.dumps(result, ensure_ascii=False, default=str, allow_nan=False)]
+        except ValueError as exc:  # what no record could keep either (as model_response)
+            raise ValueError(f"a provider response's result holds a number JSON cannot write: {exc}") from None
     return []
 
 
