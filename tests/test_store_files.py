@@ -314,11 +314,32 @@ def test_a_store_path_holding_a_nul_character_is_refused(tmp_path: Path, read_on
     assert listing(tmp_path) == []
 
 
-def test_a_store_left_in_wal_mode_still_opens_read_only(path: Path) -> None:
+def test_a_store_left_in_wal_mode_still_opens_read_only_and_creates_nothing(path: Path) -> None:
     manager = stored(path)
     execute(path, "PRAGMA journal_mode = WAL")  # as a writer that could not switch it back leaves it
     assert (journal_mode(path), listing(path.parent)) == ("wal", ["histories.db"])
+    raw = path.read_bytes()
     assert_same_history(loaded(path), manager)
+    # No connection has it open (no -wal): read as immutable, so no -wal/-shm files are left behind,
+    # which a reader could not remove and which would lock the store's owner out of a shared folder.
+    assert listing(path.parent) == ["histories.db"]
+    assert path.read_bytes() == raw
+
+
+def test_a_read_only_store_read_as_immutable_sees_what_a_writer_commits_later(path: Path) -> None:
+    manager = stored(path)
+    execute(path, "PRAGMA journal_mode = WAL")
+    with SQLiteStore(path, read_only=True) as reader:
+        assert reader.branches() == ["b"]
+        assert_same_history(reader.load("b"), manager)
+        assert listing(path.parent) == ["histories.db"]
+        later = MessageManager(system=System(content={"system_message": "later"}))
+        with SQLiteStore(path) as writer:  # its commits go to a -wal file the immutable read would miss
+            writer.attach(later, "c")
+            assert reader.branches() == ["b", "c"]  # the file changed: opened again, read again
+            assert_same_history(reader.load("c"), later)
+        assert reader.branches() == ["b", "c"]
+        assert_same_history(reader.load("b"), manager)
 
 
 def test_a_read_only_open_through_a_link_sees_a_new_store_a_writer_has_open(path: Path) -> None:

@@ -209,7 +209,7 @@ def check_store(connection: sqlite3.Connection, path: str, timeout: float) -> No
         raise store_error(f"cannot open store {path!r}: {exc}", exc) from exc
 
 
-def check_before_read_only_open(path: str) -> None:
+def check_before_read_only_open(path: str) -> bool:
     """Before a read-only open: refuse a file in WAL mode with no commits in a -wal file beside it that
     is not a lionmsg store of this format, without leaving anything behind. SQLite's read-only open of
     such a file creates -wal and -shm files, which it cannot remove (a lionmsg writer takes its store
@@ -218,27 +218,48 @@ def check_before_read_only_open(path: str) -> None:
     link leads to) may hold commits the file alone does not (a writer may have it open): then only
     SQLiteStore's read-only open can tell, and so it does when such a -wal appears while the file is
     read (a writer creating the store commits its tables there). Raises what `check_store` raises;
-    an unreadable or non-SQLite file is left to that open."""
+    an unreadable or non-SQLite file is left to that open.
+
+    True when the file is a store in WAL mode with no -wal file beside it at all: no connection has it
+    open (a writer closed while another connection had it open, which closed last), so the file alone
+    holds every commit, and SQLiteStore reads it as immutable too (`wal_file`, `file_stamp`)."""
     try:
         with open(path, "rb") as file:
             header = file.read(_HEADER_SIZE)
     except OSError:
-        return
+        return False
     in_wal_mode = len(header) == _HEADER_SIZE and header.startswith(SQLITE_HEADER) and header[19] == 2
-    wal = f"{os.path.realpath(path)}-wal"
+    wal = wal_file(path)
     if not in_wal_mode or _has_commits_beside(wal):
-        return
+        return False
     try:
         connection = sqlite3.connect(file_uri(path, immutable="1"), uri=True, isolation_level=None)
     except sqlite3.Error:
-        return
+        return False
     try:
         check_store(connection, path, timeout=0)  # an immutable file is never locked
     except StoreError:
         if not _has_commits_beside(wal):
             raise
+        return False
     finally:
         connection.close()
+    return not os.path.lexists(wal)
+
+
+def wal_file(path: str) -> str:
+    """Where SQLite keeps the file's write-ahead log: beside the file a link leads to."""
+    return f"{os.path.realpath(path)}-wal"
+
+
+def file_stamp(path: str) -> tuple[int, int, int, bool] | None:
+    """What changes when anything writes the file or opens it in WAL mode: its inode, size and
+    modification time, and whether a -wal file is beside it (None when the file cannot be looked at)."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_ino, found.st_size, found.st_mtime_ns, os.path.lexists(wal_file(path))
 
 
 def _has_commits_beside(wal: str) -> bool:

@@ -50,8 +50,9 @@ The file: any number of stores (threads, processes) may open one file, a new one
 While a writer is open the file is in WAL mode (readers never wait for a writer's transaction), with
 its `-wal` and `-shm` files beside it; the last writer to close it switches it back to the rollback
 journal, so a closed store is one file that a read-only open (`read_only=True`) reads without creating
-anything. Opening and closing a writer thus moves the header's change counter; the data stay as they
-were.
+anything (one left in WAL mode with no -wal file beside it is read as immutable: see
+`_connect_read_only`). Opening and closing a writer thus moves the header's change counter; the data
+stay as they were.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from uuid import UUID, uuid4
 
 from lionmsg.generated.messages import ActionRequest, ActionResponse, Message, System
@@ -88,6 +89,7 @@ from lionmsg.store.schema import (
     check_store,
     claim,
     claim_holder,
+    file_stamp,
     file_uri,
     give_up_claims,
     prepare,
@@ -95,6 +97,8 @@ from lionmsg.store.schema import (
     release_closed,
 )
 from lionmsg.store.sqlite_errors import store_error
+
+_T = TypeVar("_T")
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -191,26 +195,44 @@ class SQLiteStore:
         self.read_only = read_only
         self._lock = threading.RLock()
         self._attachments: dict[str, Attachment] = {}
-        # Read-only: SQLite's own read-only mode (nothing can be written, not even the WAL switch, and
-        # the file must already be a lionmsg store) for looking at a file without changing it.
+        # The file as it was when read as immutable (see _connect_read_only); None otherwise.
+        self._immutable_stamp: tuple[int, int, int, bool] | None = None
         if read_only:
-            check_before_read_only_open(self.path)
-        target = file_uri(self.path, mode="ro") if read_only else self.path
+            self._connection: sqlite3.Connection | None = self._connect_read_only()
+            return
+        try:
+            connection = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise store_error(f"cannot open store {self.path!r}: {exc}", exc) from exc
+        try:
+            prepare(connection, self.path, synchronous, timeout)
+        except BaseException:
+            connection.close()
+            raise
+        self._connection = connection
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """SQLite's own read-only mode (nothing can be written, not even the WAL switch, and the file
+        must already be a lionmsg store), for looking at a file without changing it. A store in WAL
+        mode that no connection has open (no -wal file) is read as immutable: SQLite's read-only mode
+        would create -wal and -shm files beside it (or fail where the folder is not writable) and could
+        not remove them. Such a connection sees the file as of its stamp; each read checks it (_read)."""
+        immutable = check_before_read_only_open(self.path)
+        stamp = file_stamp(self.path) if immutable else None
+        target = file_uri(self.path, immutable="1") if immutable else file_uri(self.path, mode="ro")
         try:
             connection = sqlite3.connect(
-                target, timeout=timeout, isolation_level=None, check_same_thread=False, uri=read_only
+                target, timeout=self._timeout, isolation_level=None, check_same_thread=False, uri=True
             )
         except sqlite3.Error as exc:
             raise store_error(f"cannot open store {self.path!r}: {exc}", exc) from exc
         try:
-            if read_only:
-                check_store(connection, self.path, timeout)
-            else:
-                prepare(connection, self.path, synchronous, timeout)
+            check_store(connection, self.path, self._timeout)
         except BaseException:
             connection.close()
             raise
-        self._connection: sqlite3.Connection | None = connection
+        self._immutable_stamp = stamp
+        return connection
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -302,13 +324,17 @@ class SQLiteStore:
         UnknownBranchError for a branch the store does not hold and CorruptRecordError (naming the
         branch, message id and position) for a row that cannot be loaded; the file is only read."""
         key = _branch_key(branch_id)
-        with self._reading(f"branch {key!r}") as connection:
+
+        def read(connection: sqlite3.Connection) -> tuple[Any, list[Row]]:
             branch = connection.execute("SELECT system_id FROM branches WHERE branch_id = ?", (key,)).fetchone()
-            if branch is None:
-                raise UnknownBranchError(key, self.path)
             rows: list[Row] = connection.execute(
                 "SELECT message_id, position, record FROM messages WHERE branch_id = ? ORDER BY position", (key,)
             ).fetchall()
+            return branch, rows
+
+        branch, rows = self._read(f"branch {key!r}", read)
+        if branch is None:
+            raise UnknownBranchError(key, self.path)
         messages = [self._decode(key, row) for row in rows]
         self._check_system(key, branch[0], messages)
         try:
@@ -319,8 +345,12 @@ class SQLiteStore:
     def branches(self) -> list[str]:
         """The stored branch ids, in the order they were first stored. CorruptStoreError for a stored id
         that is not one (a BLOB or empty text, which this package never writes and `load` cannot take)."""
-        with self._reading("the branch list") as connection:
-            stored = [branch_id for (branch_id,) in connection.execute("SELECT branch_id FROM branches ORDER BY rowid")]
+        stored = self._read(
+            "the branch list",
+            lambda connection: [
+                branch_id for (branch_id,) in connection.execute("SELECT branch_id FROM branches ORDER BY rowid")
+            ],
+        )
         for branch_id in stored:
             if not isinstance(branch_id, str) or not branch_id:
                 why = "is empty" if branch_id == "" else f"is a {type(branch_id).__name__}, not text"
@@ -572,15 +602,34 @@ class SQLiteStore:
             raise StoreError(f"store {self.path!r} is closed")
         return self._connection
 
-    @contextmanager
-    def _reading(self, what: str) -> Iterator[sqlite3.Connection]:
-        """A read transaction; SQLite's errors are raised as StoreError naming the store and what was
-        read (CorruptStoreError for a damaged file)."""
+    def _read(self, what: str, read: Callable[[sqlite3.Connection], _T]) -> _T:
+        """`read` in one read transaction; SQLite's errors are raised as StoreError naming the store and
+        what was read (CorruptStoreError for a damaged file). A file read as immutable that changed
+        meanwhile (a writer opened it: SQLite assumed it would not) is opened again as it now is, and
+        read again: what the first read gave may be torn, and later commits would go unseen."""
+        with self._lock:
+            try:
+                result = self._read_once(what, read)
+            except StoreError:
+                if not self._immutable_file_changed():
+                    raise
+            else:
+                if not self._immutable_file_changed():
+                    return result
+            previous, self._connection = self._open(), None
+            previous.close()
+            self._connection = self._connect_read_only()
+            return self._read_once(what, read)
+
+    def _read_once(self, what: str, read: Callable[[sqlite3.Connection], _T]) -> _T:
         try:
             with self._transaction("BEGIN") as connection:
-                yield connection
+                return read(connection)
         except sqlite3.Error as exc:  # locked, unreadable text, ...: the file may be fine; or damaged
             raise store_error(f"store {self.path!r}: cannot read {what}: {exc}", exc) from exc
+
+    def _immutable_file_changed(self) -> bool:
+        return self._immutable_stamp is not None and file_stamp(self.path) != self._immutable_stamp
 
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
