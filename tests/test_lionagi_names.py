@@ -14,13 +14,31 @@ from lionmsg import (
     ActionRequestContent,
     ActionResponseContent,
     AssistantResponse,
+    Branch,
+    Exchange,
     Instruction,
     InstructionContent,
     Message,
+    MessageManager,
     Pile,
+    Progression,
     System,
     SystemContent,
 )
+
+
+def _records() -> list[Any]:
+    ask = Instruction(content={"instruction": "Q?"})
+    containers = [Pile(collections=[ask]), Progression(order=[ask.id]), MessageManager(messages=[ask])]
+    return [ask, Message(content="x"), *containers, Branch(messages=[ask]), Exchange()]
+
+
+@pytest.mark.parametrize("held", _records(), ids=lambda held: type(held).__name__)
+def test_from_json_and_from_dict_take_lionagis_keyword_names(held: Any) -> None:
+    # LionAGI's Element.from_json(json_str) and from_dict(data): keyword calls port unchanged
+    kind = type(held)
+    assert kind.from_json(json_str=held.to_json()).to_dict() == held.to_dict()
+    assert kind.from_dict(data=held.to_dict()).to_dict() == held.to_dict()
 
 
 def test_class_name_gives_the_module_and_qualified_name_when_full() -> None:

@@ -268,9 +268,10 @@ class Element(BaseModel):
         return text
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> Self:
+    def from_json(cls, json_str: str | bytes) -> Self:
+        """The element a JSON record holds (`json_str`: LionAGI's name for it, so keyword calls port)."""
         try:
-            data = loads_json(text)
+            data = loads_json(json_str)
         except ValueError as exc:  # not JSON, or NaN/Infinity (which no record can hold)
             raise ValueError(f"not a JSON document: {exc}") from exc
         return cls._from_own_record(data)

@@ -453,8 +453,8 @@ class MessageManager:
         return manager
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> MessageManager:
-        return cls.from_dict(loads_json(text))
+    def from_json(cls, json_str: str | bytes) -> MessageManager:
+        return cls.from_dict(loads_json(json_str))
 
 
 _RECORD_KEYS = frozenset({"messages", "system"})
