@@ -41,6 +41,17 @@ def test_from_json_and_from_dict_take_lionagis_keyword_names(held: Any) -> None:
     assert kind.from_dict(data=held.to_dict()).to_dict() == held.to_dict()
 
 
+def test_pile_takes_lionagis_positional_arguments_and_progression_index_its_keyword() -> None:
+    # Pile(collections, item_type, order, strict_type), Progression.index(item, start, end)
+    a, b = Instruction(), Instruction()
+    pile: Pile[Any] = Pile([a, b], {Instruction}, [b.id, a.id], True)
+    assert (pile.strict_type, pile.keys()) == (True, [b.id, a.id])
+    with pytest.raises(TypeError, match=r"^this pile accepts Instruction; got Message$"):
+        Pile([Message()], {Instruction}, None, True)
+    assert pile.progression.index(item=a.id) == 1
+    assert pile.progression.index(item=b.id, start=0, end=1) == 0
+
+
 def test_class_name_gives_the_module_and_qualified_name_when_full() -> None:
     assert Instruction.class_name() == "Instruction"
     assert Instruction().class_name(full=True) == "lionmsg.generated.messages.Instruction"

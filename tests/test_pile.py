@@ -562,7 +562,37 @@ def test_get_with_default() -> None:
     assert pile.get(uuid4(), "dflt") == "dflt"
     assert pile.get("junk", "dflt") == "dflt"
     assert pile.get(5, "dflt") == "dflt"  # out of range
-    assert pile.get(True, "dflt") == "dflt"  # a bool names no position
+
+
+class _Named:
+    """Not an element, but carrying a UUID `id`, as `pile[x]` reads a reference."""
+
+    def __init__(self, ident: UUID) -> None:
+        self.id = ident
+
+
+def test_exclude_takes_one_object_with_a_uuid_id_and_names_what_is_no_reference() -> None:
+    a, b = Instruction(), Instruction()
+    pile: Pile[Any] = Pile([a, b])
+    assert pile[_Named(a.id)] is a
+    for odd, name in ((1.0, "float"), (b"ab", "bytes"), (None, "NoneType")):
+        with pytest.raises(TypeError, match=f"^expected a UUID, a UUID string or an element, got {name}$"):
+            pile.exclude(odd)
+    assert list(pile) == [a, b]
+    assert pile.exclude(_Named(a.id))
+    assert list(pile) == [b]
+
+
+@pytest.mark.parametrize("odd", [True, False, Instruction, print, 1.0], ids=repr)
+def test_what_is_no_reference_is_a_type_error_from_get_and_pop_not_the_default(odd: Any) -> None:
+    # LionAGI's get(True) is the item at 1 and get(Element) a filter: the default would hide the difference.
+    a, b = Instruction(), Instruction()
+    pile: Pile[Any] = Pile([a, b])
+    message = f"^expected a UUID, a UUID string or an element, got {type(odd).__name__}$"
+    for call in (lambda: pile.get(odd, "dflt"), lambda: pile.pop(odd, "dflt"), lambda: pile.pop(odd)):
+        with pytest.raises(TypeError, match=message):
+            call()
+    assert list(pile) == [a, b]
 
 
 @pytest.mark.parametrize("several", [list, tuple, set])

@@ -53,14 +53,19 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         self,
         collections: Any = None,
         item_type: type[Element] | Iterable[type[Element]] | None = None,
-        progression: Progression | Iterable[Any] | None = None,
         order: Iterable[Any] | None = None,
+        strict_type: bool = False,
+        *,
+        progression: Progression | Iterable[Any] | None = None,
         **data: Any,
     ) -> None:
-        if order is not None:  # LionAGI's name for the same argument
+        # LionAGI's positional order (collections, item_type, order, strict_type), so calls port;
+        # `progression` is the same argument as `order`, by the attribute's name.
+        if order is not None:
             if progression is not None:
                 raise ValueError("pass progression or order, not both")
             progression = order
+        data["strict_type"] = strict_type  # a field of this class: pydantic validates it with the rest
         super().__init__(**data)
         types = None if item_type is None else _item_types(item_type)
         # Plain attributes, not pydantic PrivateAttrs: those cost microseconds per access.
@@ -169,8 +174,9 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         return ValueError("the pile is out of step with its progression" if problem is None else problem[1])
 
     def get(self, ref: Any, default: Any = None) -> T | Any:
-        """`pile[ref]`, or `default` where that raises: an id (or its text, or an element) not held, a
-        position out of range, or something that names no item. A slice is a new pile, as `pile[...]`."""
+        """`pile[ref]`, or `default` where that raises for an item not there: an id (or its text, or an
+        element) not held, a position out of range, or text that is no UUID. What is no reference at all
+        (a bool, a type, a function) is the TypeError `pile[...]` raises. A slice is a new pile."""
         if _is_position(ref):  # positions, as LionAGI's get takes
             try:
                 return self[ref]
@@ -179,7 +185,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         _refuse_several(ref, "get")
         try:
             return self._items.get(to_uuid(ref).int, default)
-        except (TypeError, ValueError):
+        except ValueError:
             return default
 
     @overload
@@ -406,8 +412,9 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
     def pop(self, ref: Any, default: Any = _MISSING) -> T | Any:
         """Remove and return an item, named as `pile[...]` names it: by id (or its text, or an element),
         by position, or a slice (a new pile of the items taken). Without a default, an absent id is a
-        KeyError, a position out of range an IndexError and a value that names no item what `pile[...]`
-        raises; with one, each of those returns it. Nothing changes unless an item is returned."""
+        KeyError, a position out of range an IndexError and text that is no UUID a ValueError; with one,
+        each of those returns it. What is no reference at all (a bool, a type, a function) is the
+        TypeError `pile[...]` raises, default or not. Nothing changes unless an item is returned."""
         if _is_position(ref):
             with self._lock:  # the item found is the item taken
                 try:
@@ -421,7 +428,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         _refuse_several(ref, "pop")
         try:
             ident = to_uuid(ref)
-        except (TypeError, ValueError):
+        except ValueError:
             if default is _MISSING:
                 raise
             return default
@@ -578,8 +585,12 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
 
     def _as_ids(self, refs: Any) -> list[UUID]:
         # A list (the usual argument) skips isinstance(refs, Element): an ABC check, slow for a list.
-        if type(refs) is not list and isinstance(refs, (Element, UUID, str)):
-            return [to_uuid(refs)]
+        if type(refs) is not list:
+            # One reference: an element, a UUID or its text, or anything else with a UUID `id` (as
+            # `pile[x]` reads it); else a collection of them, or the TypeError of what is neither.
+            one = isinstance(refs, (Element, UUID, str, bytes)) or not isinstance(refs, Iterable)
+            if one or isinstance(getattr(refs, "id", None), UUID):
+                return [to_uuid(refs)]
         return [ref if type(ref) is UUID else to_uuid(ref) for ref in refs]  # a UUID needs no call
 
     def _check(self, items: Sequence[Any]) -> None:

@@ -460,19 +460,20 @@ class Progression(CopiedUnderLock, Element):
     def __bool__(self) -> bool:
         return bool(self._ids)
 
-    def index(self, ref: Any, start: int = 0, end: int | None = None) -> int:
-        """The position of an id; ValueError when absent, or outside `[start:end]` as `list.index` says."""
+    def index(self, item: Any, start: int = 0, end: int | None = None) -> int:
+        """The position of an id (`item`, LionAGI's name); ValueError when absent, or outside `[start:end]`
+        as `list.index` says."""
         lock = self._lock
         lock.acquire()  # not `with`: half the cost, on a look-up that costs ~0.4 us
         try:
-            position = self._ids.index(ref)
+            position = self._ids.index(item)
             if start == 0 and end is None:
                 return position
             low, high, _ = slice(start, end).indices(len(self))
         finally:
             lock.release()
         if not low <= position < high:
-            raise ValueError(f"{to_uuid(ref)} is not in the progression between {start} and {end}")
+            raise ValueError(f"{to_uuid(item)} is not in the progression between {start} and {end}")
         return position
 
     def count(self, ref: Any) -> int:
