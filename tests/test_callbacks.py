@@ -317,7 +317,7 @@ def test_the_live_list_is_kept_by_reference() -> None:
 
 
 class _Observers(list[Any]):
-    pass
+    """A list subclass, as a caller's own observer list may be."""
 
 
 def test_a_list_subclass_is_kept_by_reference_too() -> None:
