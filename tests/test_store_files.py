@@ -342,6 +342,22 @@ def test_a_read_only_store_read_as_immutable_sees_what_a_writer_commits_later(pa
         assert_same_history(reader.load("b"), manager)
 
 
+def test_a_read_only_store_whose_file_was_replaced_by_no_store_raises_and_stays_open(path: Path) -> None:
+    manager = stored(path)
+    execute(path, "PRAGMA journal_mode = WAL")
+    kept = path.with_name("kept.db")
+    with SQLiteStore(path, read_only=True) as reader:
+        assert reader.branches() == ["b"]
+        path.rename(kept)
+        _foreign_wal_file(path.parent).rename(path)  # the file changed: opened again, and refused
+        with pytest.raises(StoreError, match=f"^{re.escape(f'store {str(path)!r}: {_FOREIGN}')}$"):
+            reader.branches()
+        assert not reader.closed  # a later read tries again
+        kept.replace(path)
+        assert reader.branches() == ["b"]
+        assert_same_history(reader.load("b"), manager)
+
+
 def test_a_read_only_open_through_a_link_sees_a_new_store_a_writer_has_open(path: Path) -> None:
     # The new store's tables are still in the -wal file, which SQLite keeps beside the file the link
     # leads to: the read-only open must find it there, not read the file alone.

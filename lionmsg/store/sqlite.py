@@ -606,7 +606,9 @@ class SQLiteStore:
         """`read` in one read transaction; SQLite's errors are raised as StoreError naming the store and
         what was read (CorruptStoreError for a damaged file). A file read as immutable that changed
         meanwhile (a writer opened it: SQLite assumed it would not) is opened again as it now is, and
-        read again: what the first read gave may be torn, and later commits would go unseen."""
+        read again: what the first read gave may be torn, and later commits would go unseen. When that
+        open fails (the file replaced by one that is no store, say) its StoreError is raised and the store
+        keeps its connection, so a later read tries again."""
         with self._lock:
             try:
                 result = self._read_once(what, read)
@@ -616,9 +618,9 @@ class SQLiteStore:
             else:
                 if not self._immutable_file_changed():
                     return result
-            previous, self._connection = self._open(), None
-            previous.close()
+            previous = self._open()
             self._connection = self._connect_read_only()
+            previous.close()
             return self._read_once(what, read)
 
     def _read_once(self, what: str, read: Callable[[sqlite3.Connection], _T]) -> _T:
