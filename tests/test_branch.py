@@ -282,6 +282,25 @@ def test_a_system_datetime_without_a_text_prompt_is_a_value_error() -> None:
         Branch(system=System(), system_datetime="2025")
 
 
+@pytest.mark.parametrize("system", [{"system_message": "S"}, 1, True, ["S"], Instruction()], ids=repr)
+def test_a_system_prompt_neither_text_nor_a_system_is_refused_as_add_message_refuses_it(system: Any) -> None:
+    # LionAGI builds a System that cannot render; the ADR types the prompt as text.
+    kind = type(system).__name__
+    with pytest.raises(ValueError, match=f"^system must be a System or a string, got {kind}$"):
+        Branch(system=system)
+    with pytest.raises(ValueError, match=f"^system must be a System or a string, got {kind}$"):
+        MessageManager().add_message(system=system)
+
+
+@pytest.mark.parametrize("system", [{}, 0, False, [], ()], ids=repr)
+def test_a_falsy_system_prompt_is_no_prompt_as_in_lionagi_and_add_message(system: Any) -> None:
+    assert Branch(system=system).system is None
+    assert Branch(system=system, system_datetime="2025").system.rendered.startswith("System Time: 2025\n\n")  # type: ignore[union-attr]
+    manager = MessageManager()
+    manager.add_message(system=system, instruction="hi")  # not given: the instruction alone
+    assert (manager.system, len(manager)) == (None, 1)
+
+
 def test_a_pile_record_with_system_text_is_a_branch_record_and_checked_as_from_dict_checks_it() -> None:
     branch = Branch(system="Be brief.")
     branch.msgs.add_message(instruction="hello")

@@ -235,6 +235,14 @@ def test_dict_response_format_renders_a_format_section_only() -> None:
     )
 
 
+def test_an_empty_dict_response_format_is_kept_but_renders_no_section_as_in_lionagi() -> None:
+    content = InstructionContent(instruction="q", response_format={})
+    assert (content.rendered, content.to_dict()) == ("Instruction: q", {"instruction": "q", "response_format": {}})
+    assert content._structure() is None
+    content.response_format["answer"] = "str"  # filled in place: the format shows from then on
+    assert content.rendered == InstructionContent(instruction="q", response_format={"answer": "str"}).rendered
+
+
 def test_model_response_format_renders_its_schema_and_format() -> None:
     rendered = InstructionContent(instruction="q", response_format=Answer).rendered
     assert isinstance(rendered, str)

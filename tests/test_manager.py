@@ -1080,6 +1080,19 @@ def test_an_id_put_in_the_order_behind_the_piles_back_is_named_by_every_view() -
     assert manager.last_response is manager.assistant_responses[-1]
 
 
+def test_an_order_leaving_every_held_message_out_names_no_system() -> None:
+    system = System(content={"system_message": "S"})
+    manager = MessageManager(system=system)
+    asked = manager.add_message(instruction="hi")
+    manager.progression.remove(asked.id)
+    assert manager.system is system  # the first ordered message is still the system
+    manager.progression.remove(system.id)  # every held message left out: the order names no first one
+    assert (manager.system, manager.last_instruction, len(manager)) == (None, None, 2)
+    assert repr(manager).startswith("<MessageManager: 2 messages, system none,")
+    manager.progression.append(system.id)  # back in step (almost): the system is found again
+    assert manager.system is system
+
+
 # -- records --------------------------------------------------------------------------------------
 
 

@@ -65,8 +65,10 @@ class Branch(Element):
             messages = system = None
         if msgs is not None and not isinstance(msgs, MessageManager):
             raise TypeError(f"msgs must be a MessageManager, got {type(msgs).__name__}")
-        if system == "":
-            system = None  # an empty prompt is no prompt, as LionAGI's Branch reads it (with a time too)
+        if not isinstance(system, System) and not system:
+            system = None  # an empty (falsy) prompt is no prompt, as LionAGI's Branch and add_message read it
+        elif not isinstance(system, (System, str)):  # as add_message(system=...) refuses it
+            raise ValueError(f"system must be a System or a string, got {type(system).__name__}")
         given = (messages, system, progression, on_message_added)
         if msgs is not None and any(value is not None for value in given):
             raise ValueError("pass either msgs or messages/system/progression/on_message_added, not both")

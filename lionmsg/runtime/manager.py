@@ -128,10 +128,11 @@ class MessageManager:
         """The system message: the first message, when it is a System. Read from the pile, so changes
         made through `messages` (the public pile) behind the manager's back are seen: a system taken
         out, or moved from index 0, is no longer the system (`set_system` puts one back at index 0).
-        Set it with `set_system` (there is no assignment)."""
+        Set it with `set_system` (there is no assignment). An order that leaves every held message out
+        (ids removed through `progression`) names no first message: None, as for an empty history."""
         messages = self.messages
         with messages._lock:  # another thread may empty the history between the test and the look-up
-            if not messages:
+            if not messages._progression._ids:
                 return None
             first = messages[0]
         return first if isinstance(first, System) else None

@@ -108,7 +108,7 @@ class InstructionBehaviour(MessageContent):
         was reassigned since it was built, so rendering never shows a format the content no longer has
         (a change inside a dict format shows anyway: the instance holds the dict itself)."""
         response_format = self.response_format
-        if response_format is None:
+        if response_format is None or response_format == {}:  # an empty format asks for nothing: no sections
             return None
         structure, cached = self.structure, self._structure_instance
         if cached is not None and cached[0] is structure and cached[1] is response_format:
