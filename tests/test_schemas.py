@@ -3,17 +3,25 @@ absolute `$id`s under one base, relative `$ref`s, and nothing resolved over the 
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 import shutil
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from check_schemas import BASE_URI, PORTABLE_KEYWORDS, problems, subschemas
 from generate import SCHEMA_DIR, SchemaSet
-from jsonschema.validators import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+from jsonschema.validators import Draft202012Validator, extend
+from referencing import Registry
+from referencing.jsonschema import DRAFT202012
 
+from lionmsg import Instruction
+from lionmsg.schema.patterns import python_pattern
 from tests.samples import rich_messages
 
 CONTENT_KINDS = ("system", "instruction", "assistant_response", "action_request", "action_response")
@@ -175,3 +183,28 @@ def test_no_ref_resolution_touches_the_network(monkeypatch: pytest.MonkeyPatch, 
     record = Draft202012Validator(fresh.get("record.schema.json"), registry=fresh.registry)
     for message in rich_messages():
         assert record.is_valid(message.to_dict())
+
+
+def _ecma_pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    # What the README asks of a Python client: `$` is the end of input, as in ECMA-262.
+    if isinstance(instance, str) and re.search(python_pattern(pattern), instance) is None:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def test_the_bundle_keeps_a_clients_ecma_pattern_inside_every_ref() -> None:
+    # A `$schema` inside an embedded file made jsonschema build a fresh validator class at each `$ref`
+    # into it (check-jsonschema too), with Python's `pattern` back: a trailing newline then passed.
+    bundle = json.loads((SCHEMA_DIR / "bundle.json").read_text(encoding="utf-8"))
+    assert [name for name, schema in bundle["$defs"].items() if "$schema" in schema] == []
+    registry: Registry[Any] = Registry().with_resource(bundle["$id"], DRAFT202012.create_resource(bundle)).crawl()
+    ecma = extend(Draft202012Validator, {"pattern": _ecma_pattern})(bundle, registry=registry)
+    record = Instruction(content={"instruction": "q", "images": ["https://example.com/a.png"]}).to_dict()
+    assert ecma.is_valid(record)
+    for change in (
+        lambda r: r.update(id=r["id"] + "\n"),
+        lambda r: r["metadata"].update(lion_class="Instruction\n"),
+        lambda r: r["content"].update(images=["https://example.com/a.png\n"]),
+    ):
+        changed = copy.deepcopy(record)
+        change(changed)
+        assert not ecma.is_valid(changed)

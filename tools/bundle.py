@@ -4,7 +4,10 @@
     python tools/bundle.py --check    exit 1 when it is stale
 
 The bundle is a 2020-12 compound document (design.md §3): each schema file sits under `$defs` with its
-own `$id` kept, so its relative `$ref`s resolve inside the document and nothing is fetched. It is for
+own `$id` kept, so its relative `$ref`s resolve inside the document and nothing is fetched, and its
+`$schema` left out: it inherits the root's 2020-12 dialect, and a dialect named inside makes
+jsonschema-based validators (check-jsonschema among them) build a fresh validator class at every `$ref`
+into it, dropping the ECMA-262 `pattern` a caller put in place of Python's. It is for
 tools that do not resolve references across files (hypothesis-jsonschema, check-jsonschema, clients in
 other languages). Its root validates any record: it refers to `record.schema.json`.
 """
@@ -43,8 +46,13 @@ def build(schemas: SchemaSet) -> dict[str, Any]:
         ),
         "x-lionmsg-schema-version": SCHEMA_VERSION,
         "$ref": "record.schema.json",
-        "$defs": {def_name(path): schema for path, schema in sorted(schemas.by_path.items())},
+        "$defs": {def_name(path): _embedded(schema) for path, schema in sorted(schemas.by_path.items())},
     }
+
+
+def _embedded(schema: dict[str, Any]) -> dict[str, Any]:
+    """A schema file as the bundle embeds it: without its `$schema` (see the module's doc)."""
+    return {key: value for key, value in schema.items() if key != "$schema"}
 
 
 def render(schemas: SchemaSet) -> str:
