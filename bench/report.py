@@ -68,7 +68,19 @@ def _count(ops_per_s: float | None) -> str:
 
 
 def _ratio(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3g}{TIMES}"
+    """Three significant digits, more when those would round a value onto a target's bound: 9.996
+    below a 10x bar reads "9.996x", never "10x" beside its cross."""
+    if value is None:
+        return "—"
+    digits = 3
+    while float(f"{value:.{digits}g}") in _BOUNDS and float(f"{value:.{digits}g}") != value and digits < 8:
+        digits += 1
+    return f"{value:.{digits}g}{TIMES}"
+
+
+_BOUNDS = frozenset(
+    target.bound for workload in spec.WORKLOADS for metric in workload.metrics for target in metric.targets
+)
 
 
 def _throughput_ratio(
@@ -113,11 +125,11 @@ def _verdict(run: _Run, metric: spec.Metric, target: spec.Target, workload: str,
         return f"{target.label} n/a"
     met = _meets(target, value)
     if not met:
-        miss = f"{metric.label}, N={n:,}: {target.label} — measured {value:.3g}{TIMES}"
+        miss = f"{metric.label}, N={n:,}: {target.label} — measured {_ratio(value)}"
         floor = _floor_value(run, metric, target, workload, n)
         if floor is not None:
             shared = not _meets(target, floor)
-            miss += f" (floor: {floor:.3g}{TIMES}{', missed too' if shared else ''})"
+            miss += f" (floor: {_ratio(floor)}{', missed too' if shared else ''})"
             run.floor_misses += shared
         run.misses.append(miss)
     return f"{target.label} {'✓' if met else '✗'}"
@@ -212,15 +224,16 @@ def _header(document: dict[str, Any], run: _Run) -> list[str]:
         f"# lionmsg benchmark{' (smoke)' if document['smoke'] else ''} — {document['started_at']}",
         "",
         f"{machine['cpu']}, {machine['cores']} cores; Python {', '.join(sorted(pythons))}; {described}.",
-        f"Median of {settings['reps']} repetitions ({settings['reps_largest']} at N={run.sizes[-1]:,})"
+        f"Median of at least {settings['reps']} repetitions ({settings['reps_largest']} at N={run.sizes[-1]:,})"
         f"{_more(settings)}{_rounds(settings)}, "
         f"one fresh process per workload, system and N{' and round' if settings.get('rounds', 1) > 1 else ''} "
-        "(a first repetition under 5 s is discarded as a warm-up); "
+        f"(a first repetition under {settings.get('warmup_below_s', 5.0):g} s is discarded as a warm-up); "
         f"total wall time {document['wall_s'] / 60:.1f} min.",
     ]
     if document["smoke"]:
         lines.append(
-            "Smoke run: tiny N and one cold repetition. It checks that the harness works; its numbers mean nothing."
+            "Smoke run: tiny N and one repetition after the warm-up. It checks that the harness works; "
+            "its numbers mean nothing."
         )
     if loads:
         lines.append(

@@ -305,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             "min_time_s": settings.min_time_s,
             "max_reps": settings.max_reps,
             "rounds": settings.rounds,
+            "warmup_below_s": spec.WARMUP_BELOW_S,
             "budget_s": settings.budget_s,
             "max_rep_s": settings.max_rep_s,
             "timeout_s": settings.timeout_s,

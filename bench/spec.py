@@ -6,8 +6,9 @@ under another interpreter without lionmsg.
 
 from __future__ import annotations
 
+import itertools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 from uuid import UUID
@@ -16,6 +17,13 @@ SEED = 6006  # ADR-0006
 
 SIZES = (1_000, 10_000, 100_000)
 SMOKE_SIZE = 50
+
+# A worker's first repetition shorter than this is discarded as a warm-up (first-call costs, cold memory:
+# the heap's pages touched for the first time). Long enough for every lionmsg and floor cell and most of
+# LionAGI's at N=100,000, so a ratio or a growth figure never sets a cold repetition against warm ones
+# (at 5 s, the cells between 5 and 30 s were cold and the shorter ones warm); a repetition still longer
+# is measured cold (LionAGI's Exchange at 100k), as repeating it would cost minutes.
+WARMUP_BELOW_S = 30.0
 
 REPLACE_OPS = 1_000  # add-or-replace calls per repetition, whatever N is
 LOOKUP_PROBES = 2_000  # membership / pile[id] / index() look-ups per repetition, whatever N is
@@ -217,6 +225,14 @@ def sample_indices(n: int, k: int, salt: str) -> list[int]:
     """k positions in range(n), drawn with replacement from a seeded generator."""
     rng = _rng(f"{salt}:{n}")
     return [rng.randrange(n) for _ in range(k)]
+
+
+def fresh_indices(n: int, k: int, salt: str) -> Iterator[list[int]]:
+    """`sample_indices` for each repetition in turn, a new seeded draw every time (the same sequence for
+    every system). Look-ups and replacements at the positions the previous repetition used would find
+    their messages in the CPU caches, which at N=100,000 is not what a look-up at a random id meets."""
+    for repetition in itertools.count():
+        yield sample_indices(n, k, f"{salt}:{repetition}")
 
 
 def owner_ids(count: int) -> list[UUID]:

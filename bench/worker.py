@@ -48,7 +48,7 @@ def measure(
     setup_s = perf_counter() - started
     gc.collect()
     gc.freeze()
-    warmup_below_s = 5.0 if spec.WORKLOADS_BY_NAME[workload].warmup else 0.0
+    warmup_below_s = spec.WARMUP_BELOW_S if spec.WORKLOADS_BY_NAME[workload].warmup else 0.0
     samples, walls, warmed = repeat(rep, reps, budget_s, warmup_below_s, min_time_s, max_reps)
     metrics = {}
     for name, values in samples.items():

@@ -1,7 +1,8 @@
-"""The benchmark harness's repetition rule (bench/harness.py): how many repetitions a worker keeps."""
+"""The benchmark harness (bench/harness.py, bench/spec.py): the repetitions a worker keeps, what each probes."""
 
 from __future__ import annotations
 
+from bench import spec
 from bench.harness import Rep, Timings, repeat
 
 
@@ -48,3 +49,13 @@ def test_the_budget_stops_a_worker_after_its_first_kept_repetition() -> None:
     _, rep = _counting_rep()
     _, walls, _ = repeat(rep, reps=5, budget_s=0.0, min_time_s=60.0, max_reps=50)
     assert len(walls) == 1
+
+
+def test_each_repetition_probes_fresh_positions_the_same_for_every_system() -> None:
+    # Probing the previous repetition's positions again would find them in the CPU caches.
+    first, second = spec.fresh_indices(100_000, 2_000, "lookup"), spec.fresh_indices(100_000, 2_000, "lookup")
+    draws = [next(first) for _ in range(3)]
+    assert draws == [next(second) for _ in range(3)]  # seeded: every system's worker gets the same draws
+    assert all(len(draw) == 2_000 and all(0 <= i < 100_000 for i in draw) for draw in draws)
+    assert len({tuple(draw) for draw in draws}) == 3
+    assert len(set(draws[0]) & set(draws[1])) < 100  # ~40 shared of 2,000 by chance

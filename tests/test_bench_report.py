@@ -84,6 +84,24 @@ def test_a_bar_relative_to_the_floor_has_no_floor_figure() -> None:
     assert _misses(text) == [f"- to_dict + from_dict (Instruction), N=100,000: within 2{X} of floor — measured 0.4{X}"]
 
 
+def test_a_ratio_just_under_its_bar_never_prints_as_the_bar() -> None:
+    # 9,996 ops/s against 1,000: three significant digits would print "10x" beside a cross.
+    text = report.render(
+        _document("getitem", {"lionmsg": (9996.0, 9996.0), "lionagi": (1000.0, 1000.0), "floor": (1.0, 1.0)})
+    )
+    assert f"| 9.996{X} |" in text
+    assert (
+        _misses(text)[0] == f"- `pile[id]`, N=1,000: ≥10{X} LionAGI — measured 9.996{X} (floor: 0.001{X}, missed too)"
+    )
+    assert [report._ratio(value) for value in (9.94, 10.0, 242.3, 0.4996, 1.304)] == [
+        f"9.94{X}",
+        f"10{X}",
+        f"242{X}",
+        f"0.4996{X}",
+        f"1.304{X}",
+    ]
+
+
 def test_a_run_that_meets_every_bar_lists_no_miss() -> None:
     text = report.render(_document("getitem", {"lionmsg": (50.0, 40.0), "lionagi": (1.0, 1.0), "floor": (60.0, 50.0)}))
     assert _misses(text) == []

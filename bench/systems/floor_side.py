@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Iterator
 from functools import partial
 from time import perf_counter
 from typing import Any
@@ -79,11 +80,12 @@ def add_assistant_response(n: int) -> Rep:
 
 def replace(n: int) -> Rep:
     history = _history(n)
-    positions = spec.sample_indices(n, spec.REPLACE_OPS, "replace")
-    targets = [history.items[history.order[i]] for i in positions]
-    revisions = [spec.revision(k) for k in range(len(targets))]
+    draws = spec.fresh_indices(n, spec.REPLACE_OPS, "replace")
+    revisions = [spec.revision(k) for k in range(spec.REPLACE_OPS)]
 
     def rep() -> Timings:
+        positions = next(draws)
+        targets = [history.items[history.order[i]] for i in positions]
         add = history.add
         start = perf_counter()
         for message, guidance in zip(targets, revisions, strict=True):
@@ -102,16 +104,21 @@ def replace(n: int) -> Rep:
     return rep
 
 
-def _probes(n: int) -> tuple[History, list[int], list[Any]]:
+def _probes(n: int) -> tuple[History, Iterator[tuple[list[int], list[Any]]]]:
+    """As lion_api._probes: the history, and each repetition's positions and ids."""
     history = _history(n)
-    positions = spec.sample_indices(n, spec.LOOKUP_PROBES, "lookup")
-    return history, positions, [history.order[i] for i in positions]
+    order = history.order
+    draws = (
+        (positions, [order[i] for i in positions]) for positions in spec.fresh_indices(n, spec.LOOKUP_PROBES, "lookup")
+    )
+    return history, draws
 
 
 def contains(n: int) -> Rep:
-    history, _, probes = _probes(n)
+    history, draws = _probes(n)
 
     def rep() -> Timings:
+        _, probes = next(draws)
         items = history.items
         start = perf_counter()
         found = [ident in items for ident in probes]
@@ -123,9 +130,10 @@ def contains(n: int) -> Rep:
 
 
 def getitem(n: int) -> Rep:
-    history, _, probes = _probes(n)
+    history, draws = _probes(n)
 
     def rep() -> Timings:
+        _, probes = next(draws)
         items = history.items
         start = perf_counter()
         found = [items[ident] for ident in probes]
@@ -137,9 +145,10 @@ def getitem(n: int) -> Rep:
 
 
 def index(n: int) -> Rep:
-    history, positions, probes = _probes(n)
+    history, draws = _probes(n)
 
     def rep() -> Timings:
+        positions, probes = next(draws)
         order = history.order
         start = perf_counter()
         found = [order.index(ident) for ident in probes]

@@ -9,7 +9,7 @@ the operation and then verifies the result (a broken workload raises instead of 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from time import perf_counter
@@ -103,11 +103,12 @@ def add_assistant_response(api: LionApi, n: int) -> Rep:
 def replace(api: LionApi, n: int) -> Rep:
     manager = _history(api, n)
     stored = list(manager.messages)
-    positions = spec.sample_indices(n, spec.REPLACE_OPS, "replace")
-    targets = [stored[i] for i in positions]
-    revisions = [spec.revision(k) for k in range(len(targets))]
+    draws = spec.fresh_indices(n, spec.REPLACE_OPS, "replace")
+    revisions = [spec.revision(k) for k in range(spec.REPLACE_OPS)]
 
     def rep() -> Timings:
+        positions = next(draws)
+        targets = [stored[i] for i in positions]
         add = manager.add_message
         start = perf_counter()
         for message, guidance in zip(targets, revisions, strict=True):
@@ -127,17 +128,21 @@ def replace(api: LionApi, n: int) -> Rep:
     return rep
 
 
-def _probes(api: LionApi, n: int) -> tuple[Any, list[int], list[Any]]:
+def _probes(api: LionApi, n: int) -> tuple[Any, Iterator[tuple[list[int], list[Any]]]]:
+    """A history of n instructions, and for each repetition in turn the positions it probes and their ids."""
     manager = _history(api, n)
     order = list(manager.progression)
-    positions = spec.sample_indices(n, spec.LOOKUP_PROBES, "lookup")
-    return manager, positions, [order[i] for i in positions]
+    draws = (
+        (positions, [order[i] for i in positions]) for positions in spec.fresh_indices(n, spec.LOOKUP_PROBES, "lookup")
+    )
+    return manager, draws
 
 
 def contains(api: LionApi, n: int) -> Rep:
-    manager, _, probes = _probes(api, n)
+    manager, draws = _probes(api, n)
 
     def rep() -> Timings:
+        _, probes = next(draws)
         pile = manager.messages
         start = perf_counter()
         found = [ident in pile for ident in probes]
@@ -149,9 +154,10 @@ def contains(api: LionApi, n: int) -> Rep:
 
 
 def getitem(api: LionApi, n: int) -> Rep:
-    manager, _, probes = _probes(api, n)
+    manager, draws = _probes(api, n)
 
     def rep() -> Timings:
+        _, probes = next(draws)
         pile = manager.messages
         start = perf_counter()
         found = [pile[ident] for ident in probes]
@@ -163,9 +169,10 @@ def getitem(api: LionApi, n: int) -> Rep:
 
 
 def index(api: LionApi, n: int) -> Rep:
-    manager, positions, probes = _probes(api, n)
+    manager, draws = _probes(api, n)
 
     def rep() -> Timings:
+        positions, probes = next(draws)
         progression = manager.progression
         start = perf_counter()
         found = [progression.index(ident) for ident in probes]
