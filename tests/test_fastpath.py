@@ -191,10 +191,13 @@ def without_identity(message: Message) -> dict[str, Any]:
         {"instruction": "Summarise.", "recipient": "assistant", "sender": str(uuid.uuid4())},
         {"instruction": "Summarise.", "guidance": None, "context": None, "sender": None},  # None: not given
         {"context": ["a", {"b": [1]}]},
+        {"instruction": "Summarise.", "context": {"doc": 1, "parts": [{"n": 2}]}, "sender": "user"},
+        {"instruction": "Summarise.", "context": {}},  # a dict counts unless None, as on the general road
         {},
     ],
-    ids=["instruction", "usual", "texts", "routing", "nones", "context-only", "nothing"],
-)
+    ids=["instruction", "usual", "texts", "routing", "nones", "context-only", "dict-context", "empty-dict-context",
+         "nothing"],
+)  # fmt: skip
 def test_a_new_instruction_is_what_the_general_road_builds(arguments: dict[str, Any]) -> None:
     fast = factories.build_common(dict(arguments))
     general = factories.build_message(
@@ -210,6 +213,10 @@ def test_a_new_instruction_is_what_the_general_road_builds(arguments: dict[str, 
     assert fast.rendered == general.rendered
     if arguments.get("context"):
         assert fast.content.prompt_context is not arguments["context"]  # its own list
+    if isinstance(arguments.get("context"), dict) and arguments["context"]:
+        assert fast.content.prompt_context[0] is not arguments["context"]  # its own copy of the record
+        arguments["context"]["doc"] = "changed later"
+        assert fast.content.prompt_context[0]["doc"] != "changed later"
 
 
 @pytest.mark.parametrize(

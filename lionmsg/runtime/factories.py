@@ -199,8 +199,9 @@ _NEW_INSTRUCTION_ARGUMENTS = frozenset({*_TEXT_FIELDS, "context", "sender", "rec
 
 def build_new_instruction(arguments: dict[str, Any]) -> Message | None:
     """What `build_message` makes of a new instruction from non-empty text (`instruction`, `guidance`,
-    `plain_content`), a non-empty `context` list, `sender` and `recipient` (how a turn is usually
-    added); None for any other arguments, falsy ones included (they mean "not given" there)."""
+    `plain_content`), a `context` that is a non-empty list or a dict, `sender` and `recipient` (how a
+    turn is usually added); None for any other arguments, falsy ones included (they mean "not given"
+    there)."""
     if not arguments.keys() <= _NEW_INSTRUCTION_ARGUMENTS:
         return None
     get = arguments.get
@@ -212,7 +213,9 @@ def build_new_instruction(arguments: dict[str, Any]) -> Message | None:
                 return None
             texts[name] = value
     context = get("context")
-    if context is not None and (type(context) is not list or not context):
+    if type(context) is dict:  # one record: the one-item list the general road's _from_input makes of it
+        context = [context]
+    elif context is not None and (type(context) is not list or not context):
         return None
     content = InstructionContent._new_with_plain(texts)
     assert content is not None  # the exact class: it never declines
