@@ -134,6 +134,37 @@ def test_factory_built_messages_equal_constructor_built_ones() -> None:
     assert type(request) is ActionRequest
 
 
+def general_road(arguments: dict[str, Any]) -> Message:
+    """What `build_message` makes of `add_message`'s arguments (the manager hands it routing and
+    metadata apart)."""
+    return factories.build_message(
+        {k: v for k, v in arguments.items() if k not in ("sender", "recipient", "metadata")},
+        arguments.get("sender"),
+        arguments.get("recipient"),
+        arguments.get("metadata"),
+    )
+
+
+def assert_added_as_the_general_road_builds(arguments: dict[str, Any]) -> None:
+    """`add_message(**arguments)` adds what the general road builds, or raises its error and adds nothing."""
+    manager = MessageManager()
+    first = manager.add_message(instruction="First.")
+    expected: Any
+    try:
+        expected = general_road(arguments)
+    except (TypeError, ValueError) as error:
+        expected = error
+    if isinstance(expected, Exception):
+        with pytest.raises(type(expected)) as raised:
+            manager.add_message(**arguments)
+        assert str(raised.value) == str(expected)
+        assert (list(manager.messages), list(manager.progression)) == ([first], [first.id])  # nothing added
+        return
+    added = manager.add_message(**arguments)
+    assert type(added) is type(expected)
+    assert without_identity(added) == without_identity(expected)
+
+
 @pytest.mark.parametrize("text", ["Done.", "x", "  spaced  ", "ünïcode \u2028 line", '{"json": 1}'])
 def test_a_text_reply_alone_is_what_the_general_road_builds(text: str) -> None:
     fast = factories.build_text_reply({"assistant_response": text})
@@ -147,8 +178,38 @@ def test_a_text_reply_alone_is_what_the_general_road_builds(text: str) -> None:
     assert fast.id != general.id
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"sender": "assistant"},
+        {"recipient": str(uuid.uuid4()), "sender": None},
+        {"metadata": {"model": "m", "usage": {"tokens": [1, 2]}}},
+        {"metadata": {}},  # empty: not given, as on the general road
+        {"sender": "assistant", "recipient": "user", "metadata": {"k": 1}},
+    ],
+    ids=["sender", "recipient", "metadata", "empty-metadata", "everything"],
+)
+def test_a_text_reply_with_routing_and_metadata_is_what_the_general_road_builds(arguments: dict[str, Any]) -> None:
+    fast = factories.build_text_reply({"assistant_response": "Done.", **arguments})
+    general = general_road({"assistant_response": "Done.", **arguments})
+    assert fast is not None
+    assert type(fast) is type(general) is AssistantResponse
+    assert without_identity(fast) == without_identity(general)
+    assert state(fast)[2:] == state(general)[2:]  # fields set, extras
+    given = arguments.get("metadata")
+    if given:
+        assert fast.metadata["extra"] == given
+        assert fast.metadata["extra"] is not given  # the caller's dict, and what it holds, stay the caller's
+        given["k"] = "changed later"
+        assert "changed later" not in fast.metadata["extra"].values()
+
+
 class _Text(str):
     """Text of a str subclass: the direct road (exact `str` only) leaves it to the general one."""
+
+
+class _Metadata(dict[str, Any]):
+    """Metadata of a dict subclass: the direct road (exact `dict` only) leaves it to the general one."""
 
 
 @pytest.mark.parametrize(
@@ -157,25 +218,19 @@ class _Text(str):
         {"assistant_response": ""},  # falsy: not a reply (the general road makes an empty instruction)
         {"assistant_response": _Text("a str subclass")},
         {"assistant_response": {"choices": [{"message": {"content": "hi"}}]}},  # a provider payload
-        {"assistant_response": "hi", "sender": "assistant"},
-        {"assistant_response": "hi", "metadata": {"k": 1}},
+        {"assistant_response": "hi", "metadata": {1: "not a str key"}},  # the general road's TypeError
+        {"assistant_response": "hi", "metadata": _Metadata(k=1)},
+        {"assistant_response": "hi", "metadata": ["k"]},
+        {"assistant_response": "hi", "instruction": "two kinds"},
         {"instruction": "hi"},
         {},
     ],
-    ids=["empty", "str-subclass", "payload", "with-sender", "with-metadata", "instruction", "nothing"],
-)
-def test_anything_but_a_text_reply_alone_is_not_built_as_one(arguments: dict[str, Any]) -> None:
+    ids=["empty", "str-subclass", "payload", "int-key", "dict-subclass", "list-metadata", "two-kinds",
+         "instruction", "nothing"],
+)  # fmt: skip
+def test_anything_but_a_text_reply_is_not_built_as_one(arguments: dict[str, Any]) -> None:
     assert factories.build_text_reply(dict(arguments)) is None
-    manager = MessageManager()
-    added = manager.add_message(**arguments)
-    expected = factories.build_message(
-        {k: v for k, v in arguments.items() if k not in ("sender", "metadata")},
-        arguments.get("sender"),
-        None,
-        arguments.get("metadata"),
-    )
-    assert type(added) is type(expected)
-    assert {**added.to_dict(), "id": None, "created_at": None} == {**expected.to_dict(), "id": None, "created_at": None}
+    assert_added_as_the_general_road_builds(arguments)
 
 
 def without_identity(message: Message) -> dict[str, Any]:
@@ -193,19 +248,23 @@ def without_identity(message: Message) -> dict[str, Any]:
         {"context": ["a", {"b": [1]}]},
         {"instruction": "Summarise.", "context": {"doc": 1, "parts": [{"n": 2}]}, "sender": "user"},
         {"instruction": "Summarise.", "context": {}},  # a dict counts unless None, as on the general road
+        {"instruction": "Summarise.", "context": [{"doc": 1}], "metadata": {"run": {"step": [3]}}},
+        {"instruction": "Summarise.", "metadata": {}},  # empty: not given
+        {"instruction": "Look.", "images": ["https://example.com/a.png"], "sender": "user"},
+        {"instruction": "Look.", "images": ["https://example.com/a.png"], "image_detail": "low"},
+        {"instruction": "Answer.", "response_format": {"answer": "str"}, "metadata": {"k": 1}},
+        {"instruction": "Call.", "tool_schemas": [{"name": "f", "parameters": {}}]},
+        {"instruction": "Go.", "handle_context": "replace", "context": [1], "images": [], "tool_schemas": None},
+        {"instruction": "Go.", "context": "one item", "guidance": "g", "response_format": {}},
         {},
     ],
     ids=["instruction", "usual", "texts", "routing", "nones", "context-only", "dict-context", "empty-dict-context",
-         "nothing"],
+         "metadata", "empty-metadata", "images", "image-detail", "format", "tools", "handle-context",
+         "text-context-with-option", "nothing"],
 )  # fmt: skip
 def test_a_new_instruction_is_what_the_general_road_builds(arguments: dict[str, Any]) -> None:
     fast = factories.build_common(dict(arguments))
-    general = factories.build_message(
-        {k: v for k, v in arguments.items() if k not in ("sender", "recipient")},
-        arguments.get("sender"),
-        arguments.get("recipient"),
-        None,
-    )
+    general = general_road(arguments)
     assert fast is not None
     assert type(fast) is type(general) is Instruction
     assert without_identity(fast) == without_identity(general)
@@ -217,6 +276,10 @@ def test_a_new_instruction_is_what_the_general_road_builds(arguments: dict[str, 
         assert fast.content.prompt_context[0] is not arguments["context"]  # its own copy of the record
         arguments["context"]["doc"] = "changed later"
         assert fast.content.prompt_context[0]["doc"] != "changed later"
+    for name, field in (("images", "images"), ("tool_schemas", "tool_schemas"), ("metadata", "metadata")):
+        if arguments.get(name):  # the caller's list or dict stays the caller's
+            held = getattr(fast if name == "metadata" else fast.content, field)
+            assert (held["extra"] if name == "metadata" else held) is not arguments[name]
 
 
 @pytest.mark.parametrize(
@@ -227,36 +290,21 @@ def test_a_new_instruction_is_what_the_general_road_builds(arguments: dict[str, 
         {"instruction": "hi", "context": "one item"},
         {"instruction": "hi", "context": ({"doc": 1},)},
         {"instruction": _Text("a str subclass")},
-        {"instruction": "hi", "images": ["https://example.com/a.png"]},
-        {"instruction": "hi", "response_format": {"answer": "str"}},
-        {"instruction": "hi", "handle_context": "replace", "context": [1]},
-        {"instruction": "hi", "metadata": {"k": 1}},
+        {"instruction": "", "images": ["https://example.com/a.png"]},  # falsy text with an option
+        {"instruction": "hi", "metadata": {1: "not a str key"}},  # the general road's TypeError
+        {"instruction": "hi", "metadata": _Metadata(k=1)},
+        {"instruction": "hi", "images": ["https://example.com/a.png"], "metadata": ("k",)},
+        {"instruction": "hi", "images": ["https://example.com/a.png"], "system": "two kinds"},
         {"instruction": 5},  # not text: the general road's error
         {"instruction": "hi", "assistant_response": "both"},  # two kinds: the general road's error
     ],
-    ids=["empty", "empty-context", "text-context", "tuple-context", "str-subclass", "images", "format",
-         "handle-context", "metadata", "not-text", "two-kinds"],
+    ids=["empty", "empty-context", "text-context", "tuple-context", "str-subclass", "falsy-text-with-option",
+         "int-key-metadata", "dict-subclass-metadata", "tuple-metadata", "option-and-two-kinds", "not-text",
+         "two-kinds"],
 )  # fmt: skip
 def test_other_instruction_arguments_take_the_general_road(arguments: dict[str, Any]) -> None:
     assert factories.build_new_instruction(dict(arguments)) is None
-    manager = MessageManager()
-    manager.add_message(instruction="First.")
-    before = list(manager.progression)
-    expected: Any
-    try:
-        expected = factories.build_message(
-            {k: v for k, v in arguments.items() if k != "metadata"}, None, None, arguments.get("metadata")
-        )
-    except (TypeError, ValueError) as error:
-        expected = error
-    if isinstance(expected, Exception):
-        with pytest.raises(type(expected)) as raised:
-            manager.add_message(**arguments)
-        assert str(raised.value) == str(expected)
-        assert list(manager.progression) == before  # nothing added
-    else:
-        added = manager.add_message(**arguments)
-        assert without_identity(added) == without_identity(expected)
+    assert_added_as_the_general_road_builds(arguments)
 
 
 def test_a_new_instruction_with_a_bad_sender_adds_nothing() -> None:
@@ -266,6 +314,31 @@ def test_a_new_instruction_with_a_bad_sender_adds_nothing() -> None:
     with pytest.raises(ValueError, match="Invalid sender or recipient"):
         manager.add_message(instruction="Second.", sender=3.5)
     assert list(manager.progression) == before
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"images": ["ftp://example.com/a.png"]}, RecordFieldError, "image scheme 'ftp' is not allowed"),
+        ({"image_detail": "huge", "images": ["https://example.com/a.png"]}, ValueError, "image_detail"),
+        ({"handle_context": "merge", "context": [1]}, ValueError, "handle_context must be either"),
+        ({"context": iter([1]), "images": ["https://example.com/a.png"]}, TypeError, "iterator"),
+    ],
+    ids=["image", "image-detail", "handle-context", "iterator"],
+)
+def test_a_new_instruction_refused_on_the_direct_road_adds_nothing(
+    arguments: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    seen: list[Message] = []
+    manager = MessageManager(on_message_added=[seen.append])
+    first = manager.add_message(instruction="First.")
+    metadata = {"run": [1]}
+    with pytest.raises(error, match=message):
+        manager.add_message(instruction="Second.", metadata=metadata, sender="user", **arguments)
+    assert list(manager.messages) == [first]
+    assert list(manager.progression) == [first.id]
+    assert seen == [first]
+    assert metadata == {"run": [1]}
 
 
 def test_a_text_reply_added_alone_is_stored_observed_and_replaced_like_any_message() -> None:
@@ -624,12 +697,14 @@ def test_revising_an_instruction_whose_content_is_a_subclass_rebuilds_it_as_that
 
 _STORED = object()  # stands for a stored Instruction (a fresh one, and its twin, per example)
 _ARGUMENT_VALUES = st.sampled_from(
-    [None, "", "text", "user", "assistant", _Text("sub"), [], [1, {"a": [2]}], ("t",), 5, {"k": 1}, _STORED]
-)
+    [None, "", "text", "user", "assistant", "low", _Text("sub"), [], [1, {"a": [2]}], ("t",), 5, {"k": 1},
+     {1: "k"}, _Metadata(k=1), ["https://example.com/a.png"], [{"name": "f"}], _STORED]
+)  # fmt: skip
 _ARGUMENT_NAMES = st.sampled_from(
     ["instruction", "guidance", "plain_content", "context", "sender", "recipient", "assistant_response",
-     "metadata", "handle_context"]
+     "metadata", "handle_context", "images", "image_detail", "tool_schemas", "response_format"]
 )  # fmt: skip
+_METADATA = st.sampled_from([{"k": [1]}, {}, None, {1: "k"}, _Metadata(k=1), ["k"]])
 
 
 def _outcome(build: Any) -> tuple[Any, ...]:
@@ -653,9 +728,22 @@ _COMMON_CALLS = st.one_of(
             "context": st.sampled_from([[1], [{"a": 1}], [], None, "c"]),
             "sender": st.sampled_from(["user", str(uuid.uuid4()), None, 3.5]),
             "recipient": st.sampled_from(["assistant", None]),
+            "metadata": _METADATA,
+            "images": st.sampled_from([["https://example.com/a.png"], ["not an image"], [], None, "x"]),
+            "image_detail": st.sampled_from(["low", "huge", None]),
+            "tool_schemas": st.sampled_from([[{"name": "f"}], ["not a schema"], None]),
+            "response_format": st.sampled_from([{"answer": "str"}, {}, None, 5]),
+            "handle_context": st.sampled_from(["replace", "extend", "other", None]),
         },
     ),
-    st.fixed_dictionaries({"assistant_response": st.sampled_from(["Done.", "", _Text("x"), _STORED])}),
+    st.fixed_dictionaries(
+        {"assistant_response": st.sampled_from(["Done.", "", _Text("x"), _STORED])},
+        optional={
+            "sender": st.sampled_from(["assistant", None, 3.5]),
+            "recipient": st.sampled_from(["user", None]),
+            "metadata": _METADATA,
+        },
+    ),
 )
 
 
@@ -668,14 +756,7 @@ def test_every_direct_road_builds_what_the_general_road_builds(drawn: dict[str, 
     direct = _outcome(lambda: factories.build_common(dict(mine)))
     if direct == ("declined",):
         return  # not a common call: the manager takes the general road itself
-    general = _outcome(
-        lambda: factories.build_message(
-            {k: v for k, v in theirs.items() if k not in ("sender", "recipient", "metadata")},
-            theirs.get("sender"),
-            theirs.get("recipient"),
-            theirs.get("metadata"),
-        )
-    )
+    general = _outcome(lambda: general_road(theirs))
     assert direct == general
 
 

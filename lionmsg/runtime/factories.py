@@ -143,23 +143,49 @@ def _is_metadata(value: Any) -> bool:
 
 
 def build_common(arguments: dict[str, Any]) -> Message | None:
-    """What `build_message` makes of the most common calls, built without resolving the kind, routing
-    or filtering arguments: a reply's text alone, a revision of a stored instruction's text, a new
-    instruction from text and a context list. None for any other arguments (the general road's)."""
-    if len(arguments) == 1 and "assistant_response" in arguments:
+    """What `build_message` makes of the most common calls, built without resolving the kind or
+    filtering arguments: a reply's text, a revision of a stored instruction's text, a new instruction
+    from its content arguments. None for any other arguments (the general road's)."""
+    if "assistant_response" in arguments:
         return build_text_reply(arguments)
     if type(arguments.get("instruction")) is Instruction:
         return revise_instruction(arguments)
     return build_new_instruction(arguments)
 
 
+_NEW_MESSAGE_ROUTING = frozenset({"sender", "recipient", "metadata"})
+_TEXT_REPLY_ARGUMENTS = _NEW_MESSAGE_ROUTING | {"assistant_response"}
+
+
 def build_text_reply(arguments: dict[str, Any]) -> Message | None:
-    """What `build_message` makes of `assistant_response=<non-empty text>` given alone (the usual way a
-    model's reply is recorded), without resolving the kind or routing; None for any other arguments."""
+    """What `build_message` makes of `assistant_response=<non-empty text>` (the usual way a model's
+    reply is recorded) with at most `sender`, `recipient` and `metadata` besides, without resolving the
+    kind; None for any other arguments."""
     text = arguments.get("assistant_response")
-    if type(text) is not str or not text or len(arguments) != 1:
+    if type(text) is not str or not text or not arguments.keys() <= _TEXT_REPLY_ARGUMENTS:
         return None
-    return assemble(AssistantResponse, AssistantResponseContent(assistant_response=text))  # type: ignore[no-any-return]
+    if len(arguments) == 1:
+        return assemble(AssistantResponse, AssistantResponseContent(assistant_response=text))  # type: ignore[no-any-return]
+    extra = _new_extra(arguments.get("metadata"))
+    if extra is MISSING:
+        return None
+    sender, recipient = arguments.get("sender"), arguments.get("recipient")
+    content = AssistantResponseContent(assistant_response=text)
+    return assemble(  # type: ignore[no-any-return]
+        AssistantResponse, content, MISSING if sender is None else sender, MISSING if recipient is None else recipient,
+        MISSING, extra,
+    )  # fmt: skip
+
+
+def _new_extra(metadata: Any) -> Any:
+    """`metadata["extra"]` for a new message given `metadata`: the caller's values copied, as
+    `build_message` merges them (None when not given: None or empty); MISSING for anything but a dict
+    with string keys, whose TypeError the general road raises."""
+    if not metadata:
+        return None if metadata is None or type(metadata) is dict else MISSING
+    if type(metadata) is not dict or not all(type(key) is str for key in metadata):
+        return MISSING
+    return owned_copy(dict(metadata))
 
 
 # What an existing instruction's revision may name besides `instruction` (the message itself): its
@@ -194,15 +220,21 @@ def revise_instruction(arguments: dict[str, Any]) -> Message | None:
 
 
 _TEXT_FIELDS = ("instruction", "guidance", "plain_content")
-_NEW_INSTRUCTION_ARGUMENTS = frozenset({*_TEXT_FIELDS, "context", "sender", "recipient"})
+_NEW_INSTRUCTION_ARGUMENTS = frozenset({*_TEXT_FIELDS, "context", *_NEW_MESSAGE_ROUTING})
+# The instruction arguments the general content constructor reads (it checks them, as on the general road).
+_CONTENT_OPTIONS = frozenset({"handle_context", "response_format", "images", "image_detail", "tool_schemas"})
+_EVERY_NEW_INSTRUCTION_ARGUMENT = _NEW_INSTRUCTION_ARGUMENTS | _CONTENT_OPTIONS
 
 
 def build_new_instruction(arguments: dict[str, Any]) -> Message | None:
     """What `build_message` makes of a new instruction from non-empty text (`instruction`, `guidance`,
-    `plain_content`), a `context` that is a non-empty list or a dict, `sender` and `recipient` (how a
-    turn is usually added); None for any other arguments, falsy ones included (they mean "not given"
-    there)."""
-    if not arguments.keys() <= _NEW_INSTRUCTION_ARGUMENTS:
+    `plain_content`), a `context`, the other content arguments (`images`, `tool_schemas`...),
+    `sender`, `recipient` and `metadata` (how a turn is usually added); None for any other arguments
+    (text that is not a str, metadata that is not a dict with string keys: the general road's errors).
+    Falsy arguments other than `context` mean "not given", as on the general road."""
+    keys = arguments.keys()
+    options = not keys <= _NEW_INSTRUCTION_ARGUMENTS
+    if options and not keys <= _EVERY_NEW_INSTRUCTION_ARGUMENT:
         return None
     get = arguments.get
     texts: dict[str, Any] = {}
@@ -212,19 +244,35 @@ def build_new_instruction(arguments: dict[str, Any]) -> Message | None:
             if type(value) is not str or not value:
                 return None
             texts[name] = value
-    context = get("context")
-    if type(context) is dict:  # one record: the one-item list the general road's _from_input makes of it
-        context = [context]
-    elif context is not None and (type(context) is not list or not context):
-        return None
-    content = InstructionContent._new_with_plain(texts)
-    assert content is not None  # the exact class: it never declines
-    if context is not None:
-        content.prompt_context = owned_copy(context)  # the caller's list and what it holds stay the caller's
-    sender, recipient = get("sender", MISSING), get("recipient", MISSING)
-    return assemble(  # type: ignore[no-any-return]
-        Instruction, content, MISSING if sender is None else sender, MISSING if recipient is None else recipient
-    )
+    extra = None
+    if "metadata" in arguments:  # first, as on the general road: its copy may refuse an iterator
+        extra = _new_extra(get("metadata"))
+        if extra is MISSING:
+            return None
+    if options:  # the content's general constructor, handed what the general road hands it, in order
+        content = InstructionContent._from_input(
+            {
+                name: owned_copy(value)
+                for name, value in arguments.items()
+                if name not in _NEW_MESSAGE_ROUTING and (value is not None if name == "context" else value)
+            }
+        )
+    else:
+        context = get("context")
+        if type(context) is dict:  # one record: the one-item list the general road's _from_input makes of it
+            context = [context]
+        elif context is not None and (type(context) is not list or not context):
+            return None
+        plain = InstructionContent._new_with_plain(texts)
+        assert plain is not None  # the exact class: it never declines
+        if context is not None:
+            plain.prompt_context = owned_copy(context)  # the caller's list and what it holds stay the caller's
+        content = plain
+    sender, recipient = get("sender"), get("recipient")
+    return assemble(  # type: ignore[no-any-return]  # by position: keywords cost more on this road
+        Instruction, content, MISSING if sender is None else sender, MISSING if recipient is None else recipient,
+        MISSING, extra,
+    )  # fmt: skip
 
 
 def create_action_response(

@@ -63,14 +63,23 @@ and slower, and tests/test_records.py fails until this module learns the new fie
 
 
 def assemble(
-    cls: type[BaseModel], content: Any, sender: Any = MISSING, recipient: Any = MISSING, channel: Any = MISSING
+    cls: type[BaseModel],
+    content: Any,
+    sender: Any = MISSING,
+    recipient: Any = MISSING,
+    channel: Any = MISSING,
+    extra: dict[str, Any] | None = None,
 ) -> Any:
     """A new message of `cls` with `content` already in its final form (the kind's content instance),
-    routing normalised here and `channel` (when given) a str or None: what
-    `cls(content=..., sender=..., recipient=..., channel=...)` builds."""
+    routing normalised here, `channel` (when given) a str or None: what
+    `cls(content=..., sender=..., recipient=..., channel=...)` builds. `extra` (when given, the
+    caller's metadata already copied) becomes its `metadata["extra"]`, as `_merge_extra` puts it."""
     if cls not in ENVELOPE_CLASSES:  # fields this road does not know (see ENVELOPE_FIELDS): pydantic builds it
         given = {"sender": sender, "recipient": recipient, "channel": channel}
-        return cls(content=content, **{name: value for name, value in given.items() if value is not MISSING})
+        message: Any = cls(content=content, **{name: value for name, value in given.items() if value is not MISSING})
+        if extra is not None:  # after construction, as on the general road (metadata is no field given)
+            message._merge_extra(extra)
+        return message
     defaults = _DEFAULTS[cls]
     fields_set = _BUILT_FIELDS_SETS[channel is not MISSING, sender is not MISSING, recipient is not MISSING]
     if channel is MISSING:
@@ -80,7 +89,7 @@ def assemble(
     values = {
         "id": new_uuid4(),
         "created_at": time.time(),
-        "metadata": {},
+        "metadata": {} if extra is None else {"extra": extra},
         "content": content,
         "embedding": None,
         "sender": sender,
