@@ -490,6 +490,24 @@ def test_validate_non_utf8_bytes_are_a_usage_error(tmp_path: Path, capsys: pytes
     )
 
 
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_validate_utf16_is_unreadable_and_a_utf8_bom_is_invalid_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    record = VALID[0].read_text(encoding="utf-8").strip() if suffix == ".json" else '{"content": {}}'
+    utf16 = tmp_path / f"utf16{suffix}"
+    utf16.write_bytes(record.encode("utf-16"))  # with its byte-order mark
+    assert run("validate", utf16) == (2, summary(0, 0, 1))
+    assert capsys.readouterr().err == f"lionmsg: cannot read {utf16}: not UTF-8 text (invalid start byte at byte 0)\n"
+    bom = tmp_path / f"bom{suffix}"
+    bom.write_bytes(b"\xef\xbb\xbf" + record.encode())  # decodes: U+FEFF, then the record
+    status, out = run("validate", bom)
+    assert (status, out) == (
+        1,
+        f"{bom}:1: not valid JSON: Unexpected UTF-8 BOM (decode using utf-8-sig) (column 1)\n{summary(1, 1, 0)}",
+    )
+
+
 def test_validate_an_unreadable_file_wins_over_an_invalid_record(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
