@@ -212,6 +212,16 @@ class _Metadata(dict[str, Any]):
     """Metadata of a dict subclass: the direct road (exact `dict` only) leaves it to the general one."""
 
 
+class _Ambiguous:
+    """A value whose truth cannot be told (as a numpy array's): asking raises."""
+
+    def __bool__(self) -> bool:
+        raise ValueError("the truth value of this value is ambiguous")
+
+    def __repr__(self) -> str:
+        return "_Ambiguous()"
+
+
 @pytest.mark.parametrize(
     "arguments",
     [
@@ -221,12 +231,13 @@ class _Metadata(dict[str, Any]):
         {"assistant_response": "hi", "metadata": {1: "not a str key"}},  # the general road's TypeError
         {"assistant_response": "hi", "metadata": _Metadata(k=1)},
         {"assistant_response": "hi", "metadata": ["k"]},
+        {"assistant_response": "hi", "metadata": _Ambiguous()},  # its type is checked before its truth
         {"assistant_response": "hi", "instruction": "two kinds"},
         {"instruction": "hi"},
         {},
     ],
-    ids=["empty", "str-subclass", "payload", "int-key", "dict-subclass", "list-metadata", "two-kinds",
-         "instruction", "nothing"],
+    ids=["empty", "str-subclass", "payload", "int-key", "dict-subclass", "list-metadata", "ambiguous-metadata",
+         "two-kinds", "instruction", "nothing"],
 )  # fmt: skip
 def test_anything_but_a_text_reply_is_not_built_as_one(arguments: dict[str, Any]) -> None:
     assert factories.build_text_reply(dict(arguments)) is None
@@ -294,17 +305,37 @@ def test_a_new_instruction_is_what_the_general_road_builds(arguments: dict[str, 
         {"instruction": "hi", "metadata": {1: "not a str key"}},  # the general road's TypeError
         {"instruction": "hi", "metadata": _Metadata(k=1)},
         {"instruction": "hi", "images": ["https://example.com/a.png"], "metadata": ("k",)},
+        {"instruction": "hi", "metadata": _Ambiguous()},
         {"instruction": "hi", "images": ["https://example.com/a.png"], "system": "two kinds"},
         {"instruction": 5},  # not text: the general road's error
         {"instruction": "hi", "assistant_response": "both"},  # two kinds: the general road's error
     ],
     ids=["empty", "empty-context", "text-context", "tuple-context", "str-subclass", "falsy-text-with-option",
-         "int-key-metadata", "dict-subclass-metadata", "tuple-metadata", "option-and-two-kinds", "not-text",
+         "int-key-metadata", "dict-subclass-metadata", "tuple-metadata", "ambiguous-metadata", "option-and-two-kinds",
+         "not-text",
          "two-kinds"],
 )  # fmt: skip
 def test_other_instruction_arguments_take_the_general_road(arguments: dict[str, Any]) -> None:
     assert factories.build_new_instruction(dict(arguments)) is None
     assert_added_as_the_general_road_builds(arguments)
+
+
+class _CountedCopies:
+    """A metadata value that counts how often it is deep-copied."""
+
+    copies = 0
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _CountedCopies:
+        type(self).copies += 1
+        return _CountedCopies()
+
+
+@pytest.mark.parametrize("context", ["one item", ("t",), [], 0], ids=["text", "tuple", "empty-list", "zero"])
+def test_a_call_the_direct_road_declines_copies_the_callers_metadata_once(context: Any) -> None:
+    _CountedCopies.copies = 0
+    message = MessageManager().add_message(instruction="x", context=context, metadata={"v": _CountedCopies()})
+    assert _CountedCopies.copies == 1
+    assert type(message.metadata["extra"]["v"]) is _CountedCopies
 
 
 def test_a_new_instruction_with_a_bad_sender_adds_nothing() -> None:
@@ -696,15 +727,18 @@ def test_revising_an_instruction_whose_content_is_a_subclass_rebuilds_it_as_that
 
 
 _STORED = object()  # stands for a stored Instruction (a fresh one, and its twin, per example)
-_ARGUMENT_VALUES = st.sampled_from(
-    [None, "", "text", "user", "assistant", "low", _Text("sub"), [], [1, {"a": [2]}], ("t",), 5, {"k": 1},
-     {1: "k"}, _Metadata(k=1), ["https://example.com/a.png"], [{"name": "f"}], _STORED]
+_ARGUMENT_VALUES = st.one_of(
+    st.sampled_from(
+        [None, "", "text", "user", "assistant", "low", _Text("sub"), [], [1, {"a": [2]}], ("t",), 5, {"k": 1},
+         {1: "k"}, _Metadata(k=1), ["https://example.com/a.png"], [{"name": "f"}], _Ambiguous(), _STORED]
+    ),
+    st.builds(lambda: iter([1])),  # a fresh iterator per example: refused when copied
 )  # fmt: skip
 _ARGUMENT_NAMES = st.sampled_from(
     ["instruction", "guidance", "plain_content", "context", "sender", "recipient", "assistant_response",
      "metadata", "handle_context", "images", "image_detail", "tool_schemas", "response_format"]
 )  # fmt: skip
-_METADATA = st.sampled_from([{"k": [1]}, {}, None, {1: "k"}, _Metadata(k=1), ["k"]])
+_METADATA = st.sampled_from([{"k": [1]}, {}, None, {1: "k"}, _Metadata(k=1), ["k"], _Ambiguous()])
 
 
 def _outcome(build: Any) -> tuple[Any, ...]:
@@ -729,9 +763,11 @@ _COMMON_CALLS = st.one_of(
             "sender": st.sampled_from(["user", str(uuid.uuid4()), None, 3.5]),
             "recipient": st.sampled_from(["assistant", None]),
             "metadata": _METADATA,
-            "images": st.sampled_from([["https://example.com/a.png"], ["not an image"], [], None, "x"]),
+            "images": st.sampled_from([["https://example.com/a.png"], ["not an image"], [], None, "x", _Ambiguous()]),
             "image_detail": st.sampled_from(["low", "huge", None]),
-            "tool_schemas": st.sampled_from([[{"name": "f"}], ["not a schema"], None]),
+            "tool_schemas": st.one_of(
+                st.sampled_from([[{"name": "f"}], ["not a schema"], None]), st.builds(lambda: iter([{"name": "f"}]))
+            ),
             "response_format": st.sampled_from([{"answer": "str"}, {}, None, 5]),
             "handle_context": st.sampled_from(["replace", "extend", "other", None]),
         },

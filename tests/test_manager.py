@@ -1144,11 +1144,12 @@ def test_a_callers_context_changed_later_does_not_rewrite_the_history() -> None:
     state: dict[str, Any] = {"step": 1, "seen": [1]}
     manager.add_message(instruction="go", context=state)  # the direct road for a new instruction
     manager.add_message(instruction="go", context=[state], guidance="g", plain_content=None)
-    manager.add_message(instruction="go", context=state, handle_context="replace")  # the general road
+    manager.add_message(instruction="go", context=state, handle_context="replace")  # the content's constructor
+    manager.add_message(instruction="go", context=state, system=None)  # a None the direct road does not take
     state["step"] = 2
     state["seen"].append(2)
     contexts = [message.content.prompt_context for message in manager]
-    assert contexts == [[{"step": 1, "seen": [1]}]] * 3
+    assert contexts == [[{"step": 1, "seen": [1]}]] * 4
 
 
 def test_a_tools_output_and_a_constructors_content_changed_later_stay_as_recorded() -> None:
@@ -1186,15 +1187,40 @@ def test_a_context_value_deepcopy_cannot_copy_is_kept_as_given() -> None:
         assert message.content.prompt_context[0]["rows"] == [1]
 
 
-@pytest.mark.parametrize("road", ["direct", "general"])
+@pytest.mark.parametrize("road", ["direct", "content-constructor", "general"])
 def test_a_flat_context_record_changed_later_stays_as_recorded(road: str) -> None:
     # A list of flat dicts (the usual context) is copied without the general walk: still its own dicts.
     record: dict[str, Any] = {"doc": 1, "topic": "physics", "score": 0.5, "seen": None}
-    extra = {} if road == "direct" else {"handle_context": "replace"}
+    extra = {"direct": {}, "content-constructor": {"handle_context": "replace"}, "general": {"system": None}}[road]
     message = MessageManager().add_message(instruction="x", context=[record, "note", 3], **extra)
     record["doc"] = 2
     assert message.content.prompt_context == [{"doc": 1, "topic": "physics", "score": 0.5, "seen": None}, "note", 3]
     assert message.content.prompt_context[0] is not record
+
+
+def _nested(levels: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = {"k": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    "extra", [{}, {"handle_context": "replace"}, {"system": None}], ids=["direct", "options", "general"]
+)
+def test_values_beside_one_nested_too_deep_to_copy_are_still_copied(extra: dict[str, Any]) -> None:
+    deep = _nested(5000)  # past what deepcopy's recursion reaches
+    context: list[Any] = [deep, {"rows": [1]}]
+    metadata: dict[str, Any] = {"deep": deep, "flat": [1]}
+    message = MessageManager().add_message(instruction="x", context=context, metadata=metadata, **extra)
+    stored_context, extra_metadata = message.content.prompt_context, message.metadata["extra"]
+    assert (stored_context is context, extra_metadata is metadata) == (False, False)
+    assert stored_context[0] is extra_metadata["deep"] is deep  # kept as given: no record can hold it
+    context.append("later")
+    context[1]["rows"].append(2)
+    metadata["flat"].append(2)
+    assert stored_context[1:] == [{"rows": [1]}]
+    assert extra_metadata["flat"] == [1]
 
 
 def test_the_repr_says_what_the_history_holds() -> None:

@@ -181,11 +181,11 @@ def _new_extra(metadata: Any) -> Any:
     """`metadata["extra"]` for a new message given `metadata`: the caller's values copied, as
     `build_message` merges them (None when not given: None or empty); MISSING for anything but a dict
     with string keys, whose TypeError the general road raises."""
-    if not metadata:
-        return None if metadata is None or type(metadata) is dict else MISSING
-    if type(metadata) is not dict or not all(type(key) is str for key in metadata):
+    if metadata is None:
+        return None
+    if type(metadata) is not dict or not all(type(key) is str for key in metadata):  # its type before its truth
         return MISSING
-    return owned_copy(dict(metadata))
+    return owned_copy(dict(metadata)) if metadata else None
 
 
 # What an existing instruction's revision may name besides `instruction` (the message itself): its
@@ -244,25 +244,26 @@ def build_new_instruction(arguments: dict[str, Any]) -> Message | None:
             if type(value) is not str or not value:
                 return None
             texts[name] = value
+    context = get("context")
+    if not options:  # declined before anything is copied: the general road copies it all again
+        if type(context) is dict:  # one record: the one-item list the general road's _from_input makes of it
+            context = [context]
+        elif context is not None and (type(context) is not list or not context):
+            return None
     extra = None
     if "metadata" in arguments:  # first, as on the general road: its copy may refuse an iterator
         extra = _new_extra(get("metadata"))
         if extra is MISSING:
             return None
-    if options:  # the content's general constructor, handed what the general road hands it, in order
-        content = InstructionContent._from_input(
-            {
-                name: owned_copy(value)
-                for name, value in arguments.items()
-                if name not in _NEW_MESSAGE_ROUTING and (value is not None if name == "context" else value)
-            }
-        )
+    if options:  # the content's general constructor, handed what the general road hands it
+        # As there: every argument's truth asked first (an array's may raise), then each copied, in order.
+        given = {
+            name: value
+            for name, value in arguments.items()
+            if name not in _NEW_MESSAGE_ROUTING and (value is not None if name == "context" else value)
+        }
+        content = InstructionContent._from_input({name: owned_copy(value) for name, value in given.items()})
     else:
-        context = get("context")
-        if type(context) is dict:  # one record: the one-item list the general road's _from_input makes of it
-            context = [context]
-        elif context is not None and (type(context) is not list or not context):
-            return None
         plain = InstructionContent._new_with_plain(texts)
         assert plain is not None  # the exact class: it never declines
         if context is not None:

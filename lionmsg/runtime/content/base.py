@@ -239,7 +239,8 @@ def owned_copy(value: Any) -> Any:
     """A caller's input value deep-copied: content keeps its own lists and dicts, so a caller that goes
     on changing its `context` dict or a tool's output never rewrites a recorded message. A value that
     deepcopy cannot copy (a lock, a live connection) is kept as given, inside copies of the lists and
-    dicts around it; one nested too deep to copy is kept as given whole."""
+    dicts around it. A list or dict nested too deep to copy is a new one whose members are copied one
+    by one, those too deep themselves kept as given (no record can hold them: the writers refuse it)."""
     if type(value) is str:
         return value
     copied = plain_copy(value)
@@ -247,14 +248,33 @@ def owned_copy(value: Any) -> Any:
         return copied
     _refuse_iterators(value)
     try:
+        return _copy_or_keep(value)
+    except RecursionError:
+        # Still the caller's own members' copies beside the deep one: a flat list next to it in a
+        # metadata dict or a context list is the message's, as it would be without the deep one.
+        if type(value) is list:
+            return [_copy_or_keep_too_deep(item) for item in value]
+        if type(value) is dict:
+            return {key: _copy_or_keep_too_deep(item) for key, item in value.items()}
+        return value
+
+
+def _copy_or_keep(value: Any) -> Any:
+    """A deep copy; a value deepcopy cannot copy is kept as given inside copies of what is around it.
+    RecursionError when `value` is nested too deep for either."""
+    try:
         return copy.deepcopy(value)
     except RecursionError:
-        return value
+        raise
     except Exception:
-        try:
-            return _copy_around_uncopyable(value)
-        except RecursionError:
-            return value
+        return _copy_around_uncopyable(value)
+
+
+def _copy_or_keep_too_deep(value: Any) -> Any:
+    try:
+        return _copy_or_keep(value)
+    except RecursionError:
+        return value
 
 
 def _refuse_iterators(value: Any) -> None:
