@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 from typing import Any
@@ -150,3 +151,33 @@ def test_options_choose_a_containers_parts_too() -> None:
     assert list(pile.to_dict(include={"id"})) == ["id"]
     assert list(pile.to_dict(exclude={"collections": True, "metadata": True}, include={"id", "collections"})) == ["id"]
     assert json.loads(pile.to_json(exclude={"collections"})).keys() == pile.to_dict(exclude={"collections"}).keys()
+
+
+def test_the_managers_private_observer_list_is_lionagis_name_for_the_same_list() -> None:
+    # LionAGI 0.36.0's MessageManager has only `_on_message_added`; its Branch and tests append to it.
+    seen: list[Message] = []
+    manager = MessageManager()
+    manager._on_message_added.append(seen.append)
+    assert manager._on_message_added is manager.on_message_added
+    added = manager.add_message(instruction="Q?")
+    assert seen == [added]
+    replacement: list[Any] = []
+    manager._on_message_added = replacement
+    assert manager.on_message_added is replacement
+    manager.add_message(instruction="Again?")
+    assert seen == [added]
+
+
+def test_async_with_a_branch_gives_the_branch_and_leaves_it_as_it_is() -> None:
+    # LionAGI's docs: `async with Branch(system=...) as branch:` (on exit LionAGI dumps its logs).
+    async def main() -> tuple[Branch, Message]:
+        async with Branch(system="Assistant") as branch:
+            added = await branch.msgs.a_add_message(instruction="Q?")
+        with pytest.raises(LookupError, match="raised inside"):  # an error inside is not swallowed
+            async with branch:
+                raise LookupError("raised inside")
+        return branch, added
+
+    branch, added = asyncio.run(main())
+    assert isinstance(branch, Branch)
+    assert list(branch.messages) == [branch.system, added]

@@ -20,6 +20,9 @@ from lionmsg.runtime.manager import MessageManager, refuse_misplaced_system
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression, to_uuid
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 __all__ = ["Branch"]
 
 CURRENT_PROGRESSION = "current_progression"
@@ -185,6 +188,14 @@ class Branch(Element):
     @field_serializer("user")
     def _write_user(self, value: SenderRecipient | None) -> Any:
         return dump_address(value)
+
+    async def __aenter__(self) -> Self:
+        """`async with Branch(...) as branch:` as LionAGI's docs write it. LionAGI dumps the branch's
+        logs on exit; a lionmsg branch keeps none, so leaving changes nothing (and takes no lock)."""
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
 
     @property
     def msgs(self) -> MessageManager:

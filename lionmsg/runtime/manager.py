@@ -116,6 +116,16 @@ class MessageManager:
         if system is not None:
             self.set_system(system)  # which takes every other System out
 
+    @property
+    def _on_message_added(self) -> list[MessageCallback]:
+        """LionAGI 0.36.0's name for the observer list (its only one: its Branch and tests append to
+        it): the same list as `on_message_added`, so such code ports unchanged."""
+        return self.on_message_added
+
+    @_on_message_added.setter
+    def _on_message_added(self, observers: list[MessageCallback]) -> None:
+        self.on_message_added = observers
+
     # -- the system message ------------------------------------------------------------------------
 
     @property
