@@ -320,6 +320,31 @@ def test_other_instruction_arguments_take_the_general_road(arguments: dict[str, 
     assert_added_as_the_general_road_builds(arguments)
 
 
+@pytest.mark.parametrize(
+    ("name", "build"),
+    [
+        ("assistant_response", lambda: AssistantResponse(content={"assistant_response": "Done."}, sender="bot")),
+        ("action_request", lambda: ActionRequest(content={"function": "f", "arguments": {"a": [1]}})),
+        ("instruction", lambda: Instruction(content={"instruction": "Q?", "context": [{"doc": 1}]})),
+    ],
+    ids=["reply", "request", "instruction"],
+)
+def test_a_message_built_already_and_given_alone_is_added_as_the_general_road_adds_it(name: str, build: Any) -> None:
+    # How LionAGI's operations add what they built: add_message(instruction=ins), (assistant_response=res)...
+    direct_message, general_message = build(), build()
+    record = general_message.to_dict()
+    assert factories.build_common({name: direct_message}) is direct_message
+    assert factories.build_message({name: general_message}, None, None, None) is general_message
+    assert general_message.to_dict() == record  # the general road's update() changed nothing
+    seen: list[Message] = []
+    manager = MessageManager(on_message_added=[seen.append])
+    added = manager.add_message(**{name: direct_message})
+    assert added is direct_message
+    assert seen == [direct_message]
+    assert list(manager.messages) == [direct_message]
+    assert without_identity(direct_message) == without_identity(general_message)
+
+
 class _CountedCopies:
     """A metadata value that counts how often it is deep-copied."""
 

@@ -145,12 +145,19 @@ def _is_metadata(value: Any) -> bool:
 def build_common(arguments: dict[str, Any]) -> Message | None:
     """What `build_message` makes of the most common calls, built without resolving the kind or
     filtering arguments: a reply's text, a revision of a stored instruction's text, a new instruction
-    from its content arguments. None for any other arguments (the general road's)."""
+    from its content arguments, a reply or an action request given alone as a message (which the
+    general road's `update()`, with nothing to change, leaves as it is). None for any other arguments
+    (the general road's)."""
     if "assistant_response" in arguments:
         return build_text_reply(arguments)
     if type(arguments.get("instruction")) is Instruction:
         return revise_instruction(arguments)
-    return build_new_instruction(arguments)
+    built = build_new_instruction(arguments)
+    if built is None and len(arguments) == 1:
+        request = arguments.get("action_request")
+        if type(request) is ActionRequest:  # built already (as LionAGI's act does): update() would keep it
+            return request
+    return built
 
 
 _NEW_MESSAGE_ROUTING = frozenset({"sender", "recipient", "metadata"})
@@ -163,6 +170,8 @@ def build_text_reply(arguments: dict[str, Any]) -> Message | None:
     kind; None for any other arguments."""
     text = arguments.get("assistant_response")
     if type(text) is not str or not text or not arguments.keys() <= _TEXT_REPLY_ARGUMENTS:
+        if type(text) is AssistantResponse and len(arguments) == 1:  # a reply built already: kept as it is
+            return text
         return None
     if len(arguments) == 1:
         return assemble(AssistantResponse, AssistantResponseContent(assistant_response=text))  # type: ignore[no-any-return]
