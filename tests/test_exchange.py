@@ -1069,6 +1069,24 @@ def test_receive_is_non_destructive_and_filters_by_sender() -> None:
     assert len(exchange.receive(c)) == 2
 
 
+def test_a_mailbox_named_as_the_sender_stands_for_its_owner_as_everywhere_else() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    mailbox_a, mailbox_b = exchange.get(a), exchange.get(b)
+    assert mailbox_a is not None
+    assert mailbox_b is not None
+    exchange.send(mailbox_a, mailbox_b, "first")  # a mailbox stands for its owner as sender and recipient
+    exchange.send(a, b, "second")
+    run(exchange.collect_all())
+    assert [m.content for m in exchange.receive(b, sender=mailbox_a)] == ["first", "second"]
+    assert [m.content for m in mailbox_b.inbox(mailbox_a)] == ["first", "second"]
+    assert exchange.receive(b, sender=mailbox_a) == exchange.receive(b, sender=a)
+    assert exchange.pop_message(mailbox_b, mailbox_a).content == "first"  # type: ignore[union-attr]
+    assert [m.content for m in exchange.receive(b, sender=a)] == ["second"]
+    ownerless = Flow()
+    assert exchange.receive(b, sender=ownerless) == []  # its own id, which no mail comes from
+
+
 def test_pop_message_is_oldest_first_and_none_when_empty() -> None:
     exchange = Exchange()
     a, b = owners(exchange, 2)

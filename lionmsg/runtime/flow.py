@@ -3,6 +3,7 @@ over them, `outbox` and one `inbox_<sender>` per sender."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -28,12 +29,18 @@ _MESSAGES_ONLY: frozenset[type[Element]] = frozenset({Message})
 
 def inbox_name(sender: Any) -> str:
     """The progression holding mail from `sender`: `inbox_<sender>`, a UUID in its canonical text however
-    it is given (a UUID, any text `UUID()` reads, an element); a role by its value (`inbox_user`: an
-    enum's str() differs between Python versions), any other name as it is."""
+    it is given (a UUID, any text `UUID()` reads, an element; a mailbox for its owner, as the Exchange
+    reads one everywhere); a role by its value (`inbox_user`: an enum's str() differs between Python
+    versions), any other name as it is."""
     if type(sender) is UUID:
         return _uuid_inbox_name(sender.int)
     if isinstance(sender, Enum):
         sender = sender.value
+    elif isinstance(sender, Flow):
+        with contextlib.suppress(ValueError):  # a mailbox of no owner: its own id, which sends nothing
+            owner = sender.owner()
+            if owner is not None:
+                return _uuid_inbox_name(owner.int)
     try:
         ident = to_uuid(sender)
     except (TypeError, ValueError):  # not a UUID: a name, kept as it is
