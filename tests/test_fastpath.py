@@ -20,6 +20,7 @@ from lionmsg import (
     Message,
     MessageManager,
     MessageRole,
+    Pile,
     System,
 )
 from lionmsg.generated.content import AssistantResponseContent, InstructionContent
@@ -620,6 +621,26 @@ def test_a_message_loaded_by_from_dict_shares_no_list_or_dict_with_the_record(me
         assert message_loaded.metadata["nested"] == {"kept": [1]}
         assert message_loaded.metadata["nested"] is not record["metadata"]["nested"]
     assert loaded[0].to_dict() == loaded[1].to_dict()
+
+
+@pytest.mark.parametrize("message", everything(), ids=lambda m: type(m).__name__)
+def test_a_message_loaded_from_a_pile_record_shares_no_list_or_dict_with_it(message: Message) -> None:
+    record = Pile(collections=[message]).to_dict()
+    item = record["collections"][0]
+    item["metadata"]["nested"] = {"kept": [1]}
+    loaded = [Pile.from_dict(record)[0], MessageManager(messages=record).messages[0]]
+    held = {id(value) for value in _containers_in(item)}
+    for message_loaded in loaded:
+        assert held.isdisjoint(id(value) for value in _containers_in(_content_values(message_loaded)))
+        assert held.isdisjoint(id(value) for value in _containers_in(message_loaded.metadata))
+        assert state(message_loaded) == state(type(message).from_dict(item))
+
+
+@pytest.mark.parametrize("message", everything(), ids=lambda m: type(m).__name__)
+def test_the_base_class_loads_a_record_of_a_kind_as_that_kind_loads_it(message: Message) -> None:
+    record = message.to_dict()
+    assert state(Message.from_dict(record)) == state(type(message).from_dict(record))
+    assert state(Message.from_json(message.to_json())) == state(type(message).from_json(message.to_json()))
 
 
 def _content_values(message: Message) -> Any:

@@ -19,7 +19,7 @@ from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
 from lionmsg.runtime.concepts import Sendable
 from lionmsg.runtime.content.base import MessageContent, copy_value, owned_copy
-from lionmsg.runtime.element import Node, check_embedding, record_error
+from lionmsg.runtime.element import Node, check_embedding, element_class, record_error
 from lionmsg.runtime.fastpath import (
     ENVELOPE_CLASSES,
     ENVELOPE_FIELDS,
@@ -415,7 +415,7 @@ class MessageBehaviour(Node, Sendable):
         in the record's content and metadata, as of everything a caller passes: changing the record
         afterwards, or loading it twice, never makes two histories share a value."""
         if type(data) is dict and cls in ENVELOPE_CLASSES:
-            loaded: Self | None = load_record(cls, data)
+            loaded: Self | None = load_record(cls._named_in(data), data)
             if loaded is not None:
                 _own_loaded_values(loaded)  # only the values that can be shared: cheaper than copying first
                 return loaded
@@ -424,10 +424,22 @@ class MessageBehaviour(Node, Sendable):
     @classmethod
     def _from_own_record(cls, data: Any) -> Self:
         if type(data) is dict and cls in ENVELOPE_CLASSES:
-            loaded: Self | None = load_record(cls, data)
+            loaded: Self | None = load_record(cls._named_in(data), data)
             if loaded is not None:
                 return loaded
         return super().from_dict(data)
+
+    @classmethod
+    def _named_in(cls, record: dict[str, Any]) -> type[Self]:
+        """The generated class a record's `lion_class` names by its short name, when it is this class or
+        a subclass of it (`Message.from_dict` of an Instruction record); else this class, whose fast road
+        then declines the record and leaves it, and its errors, to the general road."""
+        metadata = record.get("metadata")
+        named = metadata.get("lion_class") if type(metadata) is dict else None
+        if type(named) is not str or named == cls.__name__:
+            return cls
+        found = element_class(cls, named)
+        return found if found in ENVELOPE_CLASSES else cls  # type: ignore[return-value]
 
     @classmethod
     def _load_prepared(cls, record: dict[str, Any]) -> Self:

@@ -624,8 +624,11 @@ def _load_item(base: type[Element] | tuple[type[Element], ...], record: Any) -> 
     if named is not None and not isinstance(named, str):  # no class name: from_dict's ValidationError says so
         return candidates[0].from_dict(record)
     for candidate in candidates:
-        if named is None or element_class(candidate, named) is not None:
+        if named is None:
             return candidate.from_dict(record)
+        found = element_class(candidate, named)
+        if found is not None:  # its own from_dict: a message's keeps its own copies of the record's values
+            return found.from_dict(record)
     return candidates[0].from_dict(record)  # raises the ValidationError naming the mismatch
 
 
