@@ -44,7 +44,15 @@ def assert_matches(p: Progression, model: list[UUID]) -> None:
         assert str(ident) in p
     for position in range(-len(model), len(model)):
         assert p[position] == model[position]
+    for position in (len(model), -len(model) - 1):
+        with pytest.raises(IndexError):
+            p[position]
     assert list(p[:]) == model
+    for window in (slice(1, 3), slice(None, None, 2), slice(None, None, -1), slice(-3, None), slice(5, 1, -2),
+                   slice(-100, 100), slice(2, None, 3), slice(None, -1, -1)):  # fmt: skip
+        assert list(p[window]) == model[window]
+    with p._lock:  # held while it walks: no copy first
+        assert list(p._reversed_holding_lock()) == model[::-1]
 
 
 # -- construction ---------------------------------------------------------------------------------

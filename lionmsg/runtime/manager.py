@@ -367,8 +367,8 @@ class MessageManager:
 
     def _last(self, kind: type[Message]) -> Message | None:
         messages = self.messages
-        with messages._lock:
-            for ident in reversed(messages.progression):
+        with messages._lock:  # held while the search walks back from the end: nothing is copied first
+            for ident in messages.progression._reversed_holding_lock():
                 try:
                     message = messages[ident]
                 except KeyError:  # an id put in the order behind the pile's back: as every read says

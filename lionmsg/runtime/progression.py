@@ -124,6 +124,16 @@ class OrderedIds:
     def __reversed__(self) -> Iterator[UUID]:
         return (ident for ident in reversed(self._slots[self._head :]) if ident is not None)
 
+    def reversed_in_place(self) -> Iterator[UUID]:
+        """The ids from last to first, read from the slots as they are: for a caller that holds the
+        progression's lock until it stops iterating (`reversed()` copies the slots first instead, O(n)
+        before the first id, where a search from the end usually stops after a few)."""
+        slots, head = self._slots, self._head
+        for slot in range(len(slots) - 1, head - 1, -1):
+            ident = slots[slot]
+            if ident is not None:
+                yield ident
+
     def __contains__(self, ref: Any) -> bool:
         try:
             return to_uuid(ref).int in self._slot_of
@@ -137,6 +147,14 @@ class OrderedIds:
     @overload
     def __getitem__(self, index: slice) -> list[UUID]: ...
     def __getitem__(self, index: int | slice) -> UUID | list[UUID]:
+        if not self._gaps:  # every slot from the head on holds an id: positions are slots
+            slots, head = self._slots, self._head
+            if type(index) is int and -(len(slots) - head) <= index < len(slots) - head:
+                return slots[index if index < 0 else head + index]  # type: ignore[return-value]
+            if isinstance(index, slice):
+                start, stop, step = index.indices(len(slots) - head)
+                if step > 0:  # a negative step's stop may be -1, which a slot slice reads from the end
+                    return slots[head + start : head + stop : step]  # type: ignore[return-value]
         if isinstance(index, slice):
             return list(self)[index]
         index = _position(index)
@@ -419,6 +437,10 @@ class Progression(CopiedUnderLock, Element):
         with self._lock:
             return reversed(self._ids)
 
+    def _reversed_holding_lock(self) -> Iterator[UUID]:
+        """`reversed()` for a caller that holds `_lock` while it iterates: no copy of the ids first."""
+        return self._ids.reversed_in_place()
+
     def __contains__(self, ref: Any) -> bool:
         return ref in self._ids
 
@@ -430,9 +452,14 @@ class Progression(CopiedUnderLock, Element):
         """An id by position; a slice is a new, unnamed Progression of those ids (as in LionAGI, so it
         can serve as a Branch's selected view)."""
         with self._lock:
+            ids = self._ids
+            if type(index) is int and not ids._gaps:  # OrderedIds.__getitem__'s first case, without its call
+                slots, head = ids._slots, ids._head
+                if -(len(slots) - head) <= index < len(slots) - head:
+                    return slots[index if index < 0 else head + index]  # type: ignore[return-value]
             if isinstance(index, slice):
-                return Progression(order=self._ids[index])
-            return self._ids[index]
+                return Progression(order=ids[index])
+            return ids[index]
 
     def __setitem__(self, index: int, ref: Any) -> None:
         """`p[i] = ref`: the id at position `i` replaced by `ref`, as in LionAGI (a slice is a TypeError;
