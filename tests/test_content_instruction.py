@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -389,32 +389,3 @@ def test_a_response_format_without_a_json_schema_is_refused_when_built_and_chang
         manager.add_message(instruction=message, response_format=_NoSchema)
     assert fields_of(message) == before
     assert manager.to_chat_msgs()[0]["content"].startswith("Instruction: x")
-
-
-class _CountedSchema(BaseModel):
-    """A response model that counts how often pydantic is asked for its JSON Schema."""
-
-    answer: str
-    asked: ClassVar[int] = 0
-
-    @classmethod
-    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        cls.asked += 1
-        return super().model_json_schema(*args, **kwargs)
-
-
-def test_a_models_json_schema_is_made_once_and_every_rendering_shows_a_copy_of_it() -> None:
-    expected = _CountedSchema.model_json_schema()
-    _CountedSchema.asked = 0
-    message = Instruction(content={"instruction": "q", "response_format": _CountedSchema})
-    first = message.rendered
-    assert "ResponseSchema:" in first
-    assert [message.rendered for _ in range(3)] == [first] * 3
-    shown = JsonStructure(_CountedSchema).schema()
-    assert shown == expected
-    shown["properties"]["answer"]["type"] = "changed by the caller"  # a copy: the next rendering is unchanged
-    assert message.rendered == first
-    assert _CountedSchema.asked == 1
-    _CountedSchema.model_rebuild(force=True)  # a rebuilt class is asked again
-    assert message.rendered == first
-    assert _CountedSchema.asked == 2

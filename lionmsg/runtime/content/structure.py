@@ -16,8 +16,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from lionmsg.runtime.fastpath import deep_copy
-
 __all__ = ["JsonStructure", "build_structure", "resolve_structure", "response_schema"]
 
 
@@ -31,13 +29,13 @@ class JsonStructure:
     def schema(self) -> dict[str, Any] | None:
         if isinstance(self.response_format, dict):
             return None
-        return model_json_schema(self.response_format)
+        return self.response_format.model_json_schema()
 
     def example(self) -> dict[str, Any]:
         """The shape to reply with: the dict as given, or each model field with its JSON type."""
         if isinstance(self.response_format, dict):
             return self.response_format
-        properties = _cached_schema(self.response_format).get("properties", {})
+        properties = self.response_format.model_json_schema().get("properties", {})
         return {name: spec.get("type", "any") for name, spec in properties.items()}
 
     def render(self) -> str:
@@ -55,25 +53,7 @@ def response_schema(structure: Any) -> Any:
         return structure.schema()
     if structure.is_dict_mode:
         return None
-    return model_json_schema(structure.request_schema())
-
-
-def model_json_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """`model.model_json_schema()`, a copy of the one made the first time it was asked for (pydantic
-    makes it anew on every call, 40 times the cost of rendering the rest of an instruction)."""
-    return deep_copy(_cached_schema(model))  # type: ignore[no-any-return]
-
-
-def _cached_schema(model: type[BaseModel]) -> dict[str, Any]:
-    # Kept with the class's core schema, which `model_rebuild()` replaces: a rebuilt class is asked again.
-    core = model.__dict__.get("__pydantic_core_schema__")
-    cached = _SCHEMAS.get(model)
-    if cached is None or cached[0] is not core:
-        cached = _SCHEMAS[model] = (core, model.model_json_schema())
-    return cached[1]
-
-
-_SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], tuple[Any, dict[str, Any]]] = weakref.WeakKeyDictionary()
+    return structure.request_schema().model_json_schema()
 
 
 def resolve_structure(structure: Any) -> Any:
@@ -88,12 +68,17 @@ def resolve_structure(structure: Any) -> Any:
 def _with_json_schema(model: type[BaseModel]) -> type[BaseModel]:
     """`model`, once it is known to have a JSON Schema: one it cannot give (a field of an arbitrary
     type) would fail every rendering of the message and every projection of its history, so it is
-    refused when the content is built. Each class is asked once (again after `model_rebuild()`)."""
-    try:
-        _cached_schema(model)
-    except Exception as error:  # pydantic's PydanticInvalidForJsonSchema, or a user's schema hook
-        raise ValueError(f"response_format {model.__name__} has no JSON Schema to show: {error}") from None
+    refused when the content is built. Each class is asked once."""
+    if model not in _SCHEMA_GIVEN:
+        try:
+            model.model_json_schema()
+        except Exception as error:  # pydantic's PydanticInvalidForJsonSchema, or a user's schema hook
+            raise ValueError(f"response_format {model.__name__} has no JSON Schema to show: {error}") from None
+        _SCHEMA_GIVEN.add(model)
     return model
+
+
+_SCHEMA_GIVEN: weakref.WeakSet[type[BaseModel]] = weakref.WeakSet()
 
 
 def build_structure(structure_cls: Any, response_format: Any) -> Any:
