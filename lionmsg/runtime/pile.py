@@ -627,8 +627,12 @@ def _load_item(base: type[Element] | tuple[type[Element], ...], record: Any) -> 
         if named is None:
             return candidate.from_dict(record)
         found = element_class(candidate, named)
-        if found is not None:  # its own from_dict: a message's keeps its own copies of the record's values
-            return found.from_dict(record)
+        if found is not None:
+            # The named class's own from_dict where it is the library's (a message's keeps its own copies
+            # of the record's values); a user's override is left out here, as `Message.from_dict` of a
+            # record naming that class leaves it out.
+            loader = found if found.from_dict.__func__.__module__.startswith("lionmsg.") else candidate  # type: ignore[attr-defined]
+            return loader.from_dict(record)
     return candidates[0].from_dict(record)  # raises the ValidationError naming the mismatch
 
 
