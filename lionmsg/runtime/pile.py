@@ -626,13 +626,8 @@ def _load_item(base: type[Element] | tuple[type[Element], ...], record: Any) -> 
     for candidate in candidates:
         if named is None:
             return candidate.from_dict(record)
-        found = element_class(candidate, named)
-        if found is not None:
-            # The named class's own from_dict where it is the library's (a message's keeps its own copies
-            # of the record's values); a user's override is left out here, as `Message.from_dict` of a
-            # record naming that class leaves it out.
-            loader = found if found.from_dict.__func__.__module__.startswith("lionmsg.") else candidate  # type: ignore[attr-defined]
-            return loader.from_dict(record)
+        if element_class(candidate, named) is not None:  # its from_dict hands over to the named class's
+            return candidate.from_dict(record)
     return candidates[0].from_dict(record)  # raises the ValidationError naming the mismatch
 
 
