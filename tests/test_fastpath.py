@@ -10,11 +10,12 @@ from typing import Any
 
 import pydantic
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lionmsg import (
     ActionRequest,
+    ActionResponse,
     AssistantResponse,
     Element,
     Instruction,
@@ -716,14 +717,24 @@ PLAIN_VALUES: dict[str, list[Any]] = {
     "arguments": [{"q": [1]}, None, ["not an object"]],
     "output": [{"rows": [1]}, None, "text"],
     "error": ["boom", None, 42],
+    # A linked record's id: canonical text, in upper case, a UUID, malformed, of the wrong type.
+    "action_response_id": [
+        "0f8fad5b-d9cb-469f-a165-70867728950e",
+        "0F8FAD5B-D9CB-469F-A165-70867728950E",
+        uuid.UUID("0f8fad5b-d9cb-469f-a165-70867728950e"),
+        None,
+        "not-an-id",
+        7,
+    ],
 }
+PLAIN_VALUES["action_request_id"] = PLAIN_VALUES["action_response_id"]
 
 
 def updatable_contents() -> list[Any]:
     class Answer(pydantic.BaseModel):
         text: str
 
-    # Every content class but ActionRequestContent, whose fields are all normalised (no plain ones).
+    # Every content class (a request's only plain field is its response's id).
     contents = [m.content for m in everything() if isinstance(m.content, MessageContent) and m.content._PLAIN_FIELDS]
     for response_format in ({"answer": "str"}, Answer, Answer(text="x")):
         contents.append(Instruction(content={"instruction": "Q?", "response_format": response_format}).content)
@@ -813,6 +824,7 @@ def test_revising_an_instruction_whose_content_is_a_subclass_rebuilds_it_as_that
 
 
 _STORED = object()  # stands for a stored Instruction (a fresh one, and its twin, per example)
+_REQUEST = object()  # stands for a stored ActionRequest (likewise)
 _ARGUMENT_VALUES = st.one_of(
     st.sampled_from(
         [None, "", "text", "user", "assistant", "low", _Text("sub"), [], [1, {"a": [2]}], ("t",), 5, {"k": 1},
@@ -836,6 +848,36 @@ def _outcome(build: Any) -> tuple[Any, ...]:
         return ("declined",)
     return ("message", type(message), without_identity(message), message.model_fields_set)
 
+
+# A tool call and its result, with a value that turns the direct road away now and then.
+_ACTION_CALLS = st.one_of(
+    st.fixed_dictionaries(
+        {"action_function": st.sampled_from(["search", "search", "search", "", _Text("f"), 5, None, print])},
+        optional={
+            "action_arguments": st.one_of(
+                st.sampled_from([{"q": [1]}, {}, None, '{"q": 1}', ["x"], _Metadata(k=1), {"q": (1, "t")}]),
+                st.builds(lambda: {"rows": iter([1])}),  # refused when copied
+            ),
+            "sender": st.sampled_from(["assistant", None, 3.5]),
+            "recipient": st.sampled_from(["tool", str(uuid.uuid4()), None]),
+            "metadata": _METADATA,
+        },
+    ),
+    st.fixed_dictionaries(
+        {
+            "action_request": st.sampled_from([_REQUEST, _REQUEST, _REQUEST, None, "not a request"]),
+            "action_output": st.one_of(
+                st.sampled_from([{"rows": [1]}, 0, "", None, [None], (1, "t")]), st.builds(lambda: iter([1]))
+            ),
+        },
+        optional={
+            "action_function": st.sampled_from(["other", None]),
+            "sender": st.sampled_from(["tool", None, 3.5]),
+            "recipient": st.sampled_from(["assistant", None]),
+            "metadata": _METADATA,
+        },
+    ),
+)
 
 # Mostly the shapes the direct roads take, with a value that turns one away now and then.
 _COMMON_CALLS = st.one_of(
@@ -866,20 +908,90 @@ _COMMON_CALLS = st.one_of(
             "metadata": _METADATA,
         },
     ),
+    _ACTION_CALLS,
 )
 
 
 @given(_COMMON_CALLS)
 def test_every_direct_road_builds_what_the_general_road_builds(drawn: dict[str, Any]) -> None:
+    assert_the_direct_road_builds_what_the_general_road_builds(drawn)
+
+
+@settings(max_examples=400)  # most draws are turned away: enough to reach every road often
+@given(_ACTION_CALLS)
+def test_a_tool_call_and_its_result_are_built_as_the_general_road_builds_them(drawn: dict[str, Any]) -> None:
+    assert_the_direct_road_builds_what_the_general_road_builds(drawn)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"action_function": "search"},
+        {"action_function": "search", "action_arguments": {"q": "x", "filters": [{"k": 1}]}},
+        {"action_function": "search", "action_arguments": {}, "sender": "assistant", "recipient": "tool"},
+        {"action_function": "search", "action_arguments": None, "metadata": {"run": {"step": [1]}}},
+        {"action_request": _REQUEST, "action_output": {"hits": [1, 2]}},
+        {"action_request": _REQUEST, "action_output": 0, "sender": "tool", "recipient": "assistant"},
+        {"action_request": _REQUEST, "action_output": "", "metadata": {"ms": [3]}},
+    ],
+    ids=["function", "arguments", "routing", "metadata", "output", "falsy-output", "response-metadata"],
+)
+def test_a_tool_call_and_its_result_take_the_direct_road(arguments: dict[str, Any]) -> None:
+    request = ActionRequest(content={"function": "search", "arguments": {"q": [1]}}, sender="assistant")
+    twin = fastpath.copy_message(request)
+    mine = {k: request if v is _REQUEST else v for k, v in arguments.items()}
+    fast = factories.build_action(dict(mine))
+    general = general_road({k: twin if v is _REQUEST else v for k, v in arguments.items()})
+    assert fast is not None
+    assert type(fast) is type(general)
+    assert without_identity(fast) == without_identity(general)
+    assert fast.model_fields_set == general.model_fields_set
+    assert fast.rendered == general.rendered
+    for name, held in (("action_arguments", "arguments"), ("action_output", "output")):
+        if isinstance(arguments.get(name), dict) and arguments[name]:  # the caller's dict stays the caller's
+            assert getattr(fast.content, held) == arguments[name]
+            assert getattr(fast.content, held) is not arguments[name]
+    if type(fast) is ActionResponse:
+        assert request.content.action_response_id == str(fast.id)  # linked both ways
+        assert fast.content.action_request_id == str(request.id)
+        assert fast.content.arguments == request.content.arguments
+        assert fast.content.arguments is not request.content.arguments  # the response's own copy
+    if arguments.get("metadata"):
+        assert fast.metadata["extra"] == arguments["metadata"]
+        assert fast.metadata["extra"] is not arguments["metadata"]
+
+
+def test_a_tool_result_refused_on_the_direct_road_links_nothing() -> None:
+    manager = MessageManager()
+    request = manager.add_message(action_function="search", action_arguments={"q": "x"})
+    before = request.to_dict()
+    with pytest.raises(ValueError, match="Invalid sender or recipient"):
+        manager.add_message(action_request=request, action_output={"hits": []}, sender=3.5)
+    with pytest.raises(TypeError, match="iterator"):
+        manager.add_message(action_request=request, action_output={"rows": iter([1])})
+    assert request.to_dict() == before  # not linked to a response that was never added
+    assert list(manager.messages) == [request]
+
+
+def assert_the_direct_road_builds_what_the_general_road_builds(drawn: dict[str, Any]) -> None:
     stored = Instruction(content={"instruction": "Stored.", "guidance": "Old."}, sender="user")
-    twin = fastpath.copy_message(stored)  # the same id, for the general road to update
-    mine = {k: (stored if v is _STORED else v) for k, v in drawn.items()}
-    theirs = {k: (twin if v is _STORED else v) for k, v in drawn.items()}
-    direct = _outcome(lambda: factories.build_common(dict(mine)))
+    request = ActionRequest(content={"function": "search", "arguments": {"q": [1]}}, sender="assistant")
+    twins = {_STORED: fastpath.copy_message(stored), _REQUEST: fastpath.copy_message(request)}  # the same ids
+    mine = {k: {_STORED: stored, _REQUEST: request}.get(v, v) if type(v) is object else v for k, v in drawn.items()}
+    theirs = {k: twins.get(v, v) if type(v) is object else v for k, v in drawn.items()}
+    direct_message: list[Any] = []
+    direct = _outcome(lambda: direct_message.append(factories.build_common(dict(mine))) or direct_message[0])
     if direct == ("declined",):
+        assert without_identity(request) == without_identity(twins[_REQUEST])  # declined: nothing linked
         return  # not a common call: the manager takes the general road itself
-    general = _outcome(lambda: general_road(theirs))
+    general_message: list[Any] = []
+    general = _outcome(lambda: general_message.append(general_road(theirs)) or general_message[0])
     assert direct == general
+    # The request is linked to the new response on both roads, or left as it was on both.
+    made = [found[0] if found else None for found in (direct_message, general_message)]
+    for message, held in zip(made, (request, twins[_REQUEST]), strict=True):
+        expected = str(message.id) if type(message) is ActionResponse else None
+        assert held.content.action_response_id == expected
 
 
 class _TaggedForCopies(Message):

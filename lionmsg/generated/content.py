@@ -35,7 +35,11 @@ class ActionRequestContent(ActionRequestBehaviour):
             "action_response_id",
         }
     )
-    _PLAIN_FIELDS: ClassVar[frozenset[str]] = frozenset({})
+    _PLAIN_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "action_response_id",
+        }
+    )
 
     def _normalize_and_check(self) -> None:
         # What construction runs once the fields are the content's own: see _from_owned.
@@ -84,8 +88,23 @@ class ActionRequestContent(ActionRequestBehaviour):
         content = object.__new__(ActionRequestContent)
         content.function = self.function
         content.arguments = dict(self.arguments)
-        content.action_response_id = self.action_response_id
+        content.action_response_id = changes.get("action_response_id", self.action_response_id)
         content._derive()
+        if "action_response_id" in changes and not (
+            (
+                isinstance(content.action_response_id, str)
+                and matches(
+                    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+                    content.action_response_id,
+                )
+            )
+            or content.action_response_id is None
+        ):
+            raise RecordFieldError(
+                "action_response_id",
+                "ActionRequestContent.action_response_id must be a string matching ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$ or null",
+                content.action_response_id,
+            )
         return content
 
     @classmethod
@@ -207,6 +226,7 @@ class ActionResponseContent(ActionResponseBehaviour):
         {
             "function",
             "output",
+            "action_request_id",
             "error",
         }
     )
@@ -265,7 +285,7 @@ class ActionResponseContent(ActionResponseBehaviour):
         content.function = changes.get("function", self.function)
         content.arguments = dict(self.arguments)
         content.output = changes.get("output", shallow_copy(self.output))
-        content.action_request_id = self.action_request_id
+        content.action_request_id = changes.get("action_request_id", self.action_request_id)
         content.error = changes.get("error", self.error)
         content._derive()
         if "function" in changes and not isinstance(content.function, str):
@@ -273,6 +293,21 @@ class ActionResponseContent(ActionResponseBehaviour):
                 "function",
                 "ActionResponseContent.function must be a string",
                 content.function,
+            )
+        if "action_request_id" in changes and not (
+            (
+                isinstance(content.action_request_id, str)
+                and matches(
+                    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+                    content.action_request_id,
+                )
+            )
+            or content.action_request_id is None
+        ):
+            raise RecordFieldError(
+                "action_request_id",
+                "ActionResponseContent.action_request_id must be a string matching ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$ or null",
+                content.action_request_id,
             )
         if "error" in changes and not (isinstance(content.error, str) or content.error is None):
             raise RecordFieldError(

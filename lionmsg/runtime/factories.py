@@ -39,6 +39,7 @@ __all__ = [
     "AddMessageArguments",
     "build_common",
     "build_message",
+    "build_action",
     "build_new_instruction",
     "build_text_reply",
     "create_action_response",
@@ -145,18 +146,16 @@ def _is_metadata(value: Any) -> bool:
 def build_common(arguments: dict[str, Any]) -> Message | None:
     """What `build_message` makes of the most common calls, built without resolving the kind or
     filtering arguments: a reply's text, a revision of a stored instruction's text, a new instruction
-    from its content arguments, a reply or an action request given alone as a message (which the
-    general road's `update()`, with nothing to change, leaves as it is). None for any other arguments
-    (the general road's)."""
+    from its content arguments, a tool call and its result, a reply or an action request given alone
+    as a message (which the general road's `update()`, with nothing to change, leaves as it is). None
+    for any other arguments (the general road's)."""
     if "assistant_response" in arguments:
         return build_text_reply(arguments)
     if type(arguments.get("instruction")) is Instruction:
         return revise_instruction(arguments)
     built = build_new_instruction(arguments)
-    if built is None and len(arguments) == 1:
-        request = arguments.get("action_request")
-        if type(request) is ActionRequest:  # built already (as LionAGI's act does): update() would keep it
-            return request
+    if built is None and ("action_request" in arguments or "action_function" in arguments):
+        return build_action(arguments)
     return built
 
 
@@ -285,6 +284,73 @@ def build_new_instruction(arguments: dict[str, Any]) -> Message | None:
     )  # fmt: skip
 
 
+_NEW_REQUEST_ARGUMENTS = _NEW_MESSAGE_ROUTING | {"action_function", "action_arguments"}
+_NEW_RESPONSE_ARGUMENTS = _NEW_MESSAGE_ROUTING | {"action_request", "action_output"}
+
+
+def build_action(arguments: dict[str, Any]) -> Message | None:
+    """What `build_message` makes of a tool call (`action_function` as non-empty text, `action_arguments`
+    a dict) or of its result (`action_request` an ActionRequest, `action_output` not None; the request
+    is linked to the new response), with at most `sender`, `recipient` and `metadata` besides, without
+    resolving the kind; an ActionRequest given alone is kept as it is. None for any other arguments."""
+    get = arguments.get
+    request = get("action_request")
+    if request is None:
+        function = get("action_function")
+        if type(function) is not str or not function or not arguments.keys() <= _NEW_REQUEST_ARGUMENTS:
+            return None
+        given = get("action_arguments")
+        if given is not None and type(given) is not dict:  # text or a model: the general road's rules
+            return None
+        extra = _new_extra(get("metadata"))
+        if extra is MISSING:
+            return None
+        content = ActionRequestContent._from_owned({"function": function, "arguments": owned_copy(given or {})})
+        sender, recipient = get("sender"), get("recipient")
+        return assemble(  # type: ignore[no-any-return]
+            ActionRequest, content, MISSING if sender is None else sender,
+            MISSING if recipient is None else recipient, MISSING, extra,
+        )  # fmt: skip
+    if type(request) is not ActionRequest:
+        return None
+    if len(arguments) == 1:  # built already (as LionAGI's act does): update() would keep it as it is
+        return request
+    output = get("action_output")
+    if output is None or not arguments.keys() <= _NEW_RESPONSE_ARGUMENTS:
+        return None
+    extra = _new_extra(get("metadata"))
+    if extra is MISSING:
+        return None
+    sender, recipient = get("sender"), get("recipient")
+    return _new_action_response(
+        request, output, MISSING if sender is None else sender, MISSING if recipient is None else recipient, extra
+    )
+
+
+def _new_action_response(request: ActionRequest, output: Any, sender: Any, recipient: Any, extra: Any) -> Message:
+    """A response to `request` holding copies of its call and of `output`, the request then linked to it
+    (last: every check has passed by then)."""
+    content = ActionResponseContent._from_owned(
+        {
+            "function": request.function,
+            "arguments": owned_copy(request.arguments),
+            "output": owned_copy(output),
+            "action_request_id": str(request.id),
+        }
+    )
+    response = assemble(ActionResponse, content, sender, recipient, MISSING, extra)
+    link = {"action_response_id": str(response.id)}  # canonical text: as _normal_plain_changes leaves it
+    while type(request) is ActionRequest:  # update(**link) without its keyword and routing handling
+        held = request.__dict__["content"]
+        linked = held._with_plain_changes(link)
+        if linked is None:  # a content subclass: the general rebuild
+            break
+        if request._replace_content(held, linked):  # else another thread replaced it meanwhile: again
+            return response  # type: ignore[no-any-return]
+    request.update(**link)
+    return response  # type: ignore[no-any-return]
+
+
 def create_action_response(
     *,
     action_request: Any,
@@ -304,17 +370,9 @@ def create_action_response(
         changes = {} if action_output is None else {"output": action_output}
         action_response.update(**routing, **changes)
         return action_response
-    content = ActionResponseContent.from_dict(
-        {
-            "function": action_request.function,
-            "arguments": action_request.arguments,  # from_dict copies what it is given
-            "output": action_output,
-            "action_request_id": str(action_request.id),
-        }
+    return _new_action_response(  # type: ignore[return-value]
+        action_request, action_output, routing.get("sender", MISSING), routing.get("recipient", MISSING), None
     )
-    response: ActionResponse = assemble(ActionResponse, content, **routing)
-    action_request.update(action_response_id=str(response.id))
-    return response
 
 
 # The arguments that choose a kind other than an instruction.

@@ -43,6 +43,12 @@ class ActionRequestBehaviour(MessageContent):
             data["arguments"] = owned_copy(data["arguments"])
         return cls._from_owned(data)
 
+    @classmethod
+    def _normal_plain_changes(cls, changes: dict[str, Any]) -> dict[str, Any]:
+        if "action_response_id" in changes:  # linking a request and its response (ADR D2) copies, never rebuilds
+            changes["action_response_id"] = record_id(changes["action_response_id"])
+        return changes
+
     def _normalize(self) -> None:
         self.function = function_name(self.function)
         if not isinstance(self.arguments, dict):

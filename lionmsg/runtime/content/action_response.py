@@ -24,6 +24,12 @@ class ActionResponseBehaviour(MessageContent):
     else:
         __slots__ = ()
 
+    @classmethod
+    def _normal_plain_changes(cls, changes: dict[str, Any]) -> dict[str, Any]:
+        if "action_request_id" in changes:  # linking a request and its response (ADR D2) copies, never rebuilds
+            changes["action_request_id"] = record_id(changes["action_request_id"])
+        return changes
+
     def _normalize(self) -> None:
         if self.arguments is None:  # None is "no arguments", as for a request (and LionAGI)
             self.arguments = {}

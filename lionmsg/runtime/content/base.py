@@ -32,16 +32,23 @@ class MessageContent:
     _WIRE_FIELDS: ClassVar[frozenset[str]]
     # Extra input names `from_dict` accepts beyond the dataclass fields (LionAGI compatibility).
     _INPUT_ALIASES: ClassVar[frozenset[str]] = frozenset()
-    # Fields that `_from_input` and `_normalize` neither read nor change and no other field depends on
-    # (the schema marks them `x-lionmsg-plain-update`; generated): `updated()` changing only these
-    # copies the content and checks just them (generated `_with_plain_changes`) instead of rebuilding
-    # and re-checking every field.
+    # Fields that `_from_input` does not read, that `_normalize` changes only as `_normal_plain_changes`
+    # does, and that no other field depends on (the schema marks them `x-lionmsg-plain-update`;
+    # generated): `updated()` changing only these copies the content and checks just them (generated
+    # `_with_plain_changes`) instead of rebuilding and re-checking every field.
     _PLAIN_FIELDS: ClassVar[frozenset[str]] = frozenset()
 
     def _normalize(self) -> None:
         """Hook: turn Python-side input conveniences into schema values (runs on every construction;
         a kind with private derived state ends by building it with `_derive()`). Values already
         normalised must come out unchanged."""
+
+    @classmethod
+    def _normal_plain_changes(cls, changes: dict[str, Any]) -> dict[str, Any]:
+        """Hook: changes to `_PLAIN_FIELDS` as `_normalize` would leave them (a linked record's id as
+        its lower-case text); `changes` is the caller's own copy, and values `_normalize` would refuse are
+        left for the field checks."""
+        return changes
 
     def _derive(self) -> None:
         """Hook: build private derived state from the normalised fields. A copy that changes only
@@ -157,7 +164,7 @@ class MessageContent:
         if any(type(value) is not str for value in changes.values()):  # text (the usual change) is immutable
             changes = _owned(changes)
         if changes.keys() <= self._PLAIN_FIELDS:  # fields, so input names: nothing for the name check to find
-            content = self._with_plain_changes(changes)
+            content = self._with_plain_changes(self._normal_plain_changes(changes))
             if content is not None:
                 return content
         self._check_input_names(changes)
