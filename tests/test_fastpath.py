@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import uuid
 from typing import Any
 
@@ -26,7 +27,12 @@ from lionmsg import (
     Pile,
     System,
 )
-from lionmsg.generated.content import AssistantResponseContent, InstructionContent
+from lionmsg.generated.content import (
+    ActionRequestContent,
+    ActionResponseContent,
+    AssistantResponseContent,
+    InstructionContent,
+)
 from lionmsg.runtime import factories, fastpath
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.wire import RecordFieldError
@@ -672,9 +678,54 @@ def test_a_pile_or_a_base_class_loads_a_user_subclass_record_as_message_from_dic
         for loaded in from_pile:
             assert state(loaded) == state(Message.from_dict(record))
             assert "audited" not in loaded.metadata  # an override is left out on both roads
-        if kind is _PlainUserMessage:  # the library's loader: the record's lists are not the message's
-            record["content"]["rows"].append(2)
-            assert [loaded.content for loaded in from_pile] == [{"rows": [1]}] * 4
+        # The library's loader either way (the override is left out): the record's lists are not the message's.
+        from_pile.append(MessageManager(messages=[record]).messages[0])
+        record["content"]["rows"].append(2)
+        assert [loaded.content for loaded in from_pile] == [{"rows": [1]}] * 5
+
+
+class _StaticLoader(Message):
+    """A user's from_dict written as a staticmethod: no `__func__` to look at."""
+
+    @staticmethod
+    def from_dict(data: Any) -> Any:  # type: ignore[override]
+        raise AssertionError("a user's loader is left out")
+
+
+class _WrappedLoader(Message):
+    """A user's override that passes for the library's by its name and module (functools.wraps) and
+    loads through the base class: handed back to, it would recurse without end."""
+
+    @classmethod
+    @functools.wraps(Message.from_dict.__func__)
+    def from_dict(cls, data: Any) -> Any:
+        raise AssertionError("a user's loader is left out")
+
+
+class _RebindsTheLibrarysLoader(_AuditedOnLoad):
+    """Takes the library's loader back by assigning it, bound to Message (as a user may, after the class)."""
+
+
+_RebindsTheLibrarysLoader.from_dict = Message.from_dict  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("kind", [_StaticLoader, _WrappedLoader, _RebindsTheLibrarysLoader], ids=lambda k: k.__name__)
+def test_whatever_a_user_class_puts_in_from_dict_the_library_loads_its_records_itself(kind: type[Message]) -> None:
+    record = kind(content={"rows": [1]}).to_dict()
+    loaded = [
+        Element.from_dict(record),
+        Node.from_dict(record),
+        Message.from_dict(record),
+        Pile(collections=[record])[0],
+        Pile.from_dict({**Pile().to_dict(), "collections": [record], "progression": None})[0],
+        MessageManager(messages=[record]).messages[0],
+    ]
+    for message in loaded:
+        assert type(message) is kind
+        assert message.to_dict() == record
+        assert "audited" not in message.metadata
+    record["content"]["rows"].append(2)
+    assert [message.content for message in loaded] == [{"rows": [1]}] * len(loaded)
 
 
 @pytest.mark.parametrize("message", everything(), ids=lambda m: type(m).__name__)
@@ -781,6 +832,54 @@ def test_updating_plain_fields_gives_what_a_full_rebuild_gives(content: Any) -> 
                     if isinstance(updated.response_format, dict):  # ...from the copy's own dict
                         assert structure.response_format is updated.response_format
     assert content == before  # the original is untouched, also after failed updates
+
+
+def test_an_updated_request_shares_no_argument_with_the_content_it_replaced() -> None:
+    # ActionRequestBehaviour._from_input copies the arguments deep on every build; the plain road too.
+    manager = MessageManager()
+    request = manager.add_message(action_function="search", action_arguments={"filters": [{"k": 1}]})
+    before = request.content
+    manager.add_message(action_request=request, action_output={"hits": []})  # links: a new content
+    linked = request.content
+    request.update(action_response_id=str(uuid.uuid4()))
+    for old, new in ((before, linked), (linked, request.content)):
+        assert new is not old
+        assert new.arguments == old.arguments
+        assert new.arguments["filters"] is not old.arguments["filters"]
+        assert new.arguments["filters"][0] is not old.arguments["filters"][0]
+
+
+@dataclasses.dataclass(slots=True)
+class _KeepsIdAsGiven(ActionRequestContent):
+    """A content subclass with its own rule for the response's id: kept as given."""
+
+    def _normalize(self) -> None:
+        given = self.action_response_id
+        ActionRequestContent._normalize(self)
+        self.action_response_id = given
+
+
+def test_a_content_subclass_sees_a_plain_change_as_given() -> None:
+    upper = "0F8FAD5B-D9CB-469F-A165-70867728950E"
+    request = ActionRequest(content=_KeepsIdAsGiven(function="f"))
+    request.update(action_response_id=upper)  # the full rebuild: the library's rule is not applied first
+    assert type(request.content) is _KeepsIdAsGiven
+    assert request.content.action_response_id == upper == _KeepsIdAsGiven(action_response_id=upper).action_response_id
+
+
+@pytest.mark.parametrize(
+    ("content_class", "name"),
+    [(ActionRequestContent, "action_response_id"), (ActionResponseContent, "action_request_id")],
+)
+def test_a_new_content_from_a_plain_id_is_normalised_as_the_constructor_normalises_it(
+    content_class: Any, name: str
+) -> None:
+    ident = uuid.UUID("0f8fad5b-d9cb-469f-a165-70867728950e")
+    for value in (ident, str(ident).upper(), str(ident)):
+        made = content_class._new_with_plain({name: value})
+        assert made == content_class(**{name: value})
+        assert getattr(made, name) == str(ident)
+        assert content_class.from_dict({name: str(ident).upper()}) == made  # the text-only road too
 
 
 def test_a_content_subclass_takes_the_full_road() -> None:

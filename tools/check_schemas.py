@@ -60,6 +60,7 @@ ANNOTATIONS = frozenset(
         "x-python-type",
         "x-lionmsg-behaviour",
         "x-lionmsg-declared-by",
+        "x-lionmsg-deep-copy",
         "x-lionmsg-omit",
         "x-lionmsg-plain-update",
         "x-lionmsg-python-fields",

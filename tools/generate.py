@@ -315,6 +315,7 @@ def render_content(schemas: SchemaSet) -> str:
         additional_imports=[
             *imports,
             "lionmsg.runtime.content.base.own_container",
+            "lionmsg.runtime.content.base.owned_copy",
             "lionmsg.runtime.content.base.shallow_copy",
             "lionmsg.runtime.content.base.shaped_record",
             "lionmsg.runtime.fastpath.JSON_SCALARS",

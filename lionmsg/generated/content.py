@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from lionmsg.runtime.content.action_request import ActionRequestBehaviour
 from lionmsg.runtime.content.action_response import ActionResponseBehaviour
 from lionmsg.runtime.content.assistant_response import AssistantResponseBehaviour
-from lionmsg.runtime.content.base import own_container, shallow_copy, shaped_record
+from lionmsg.runtime.content.base import own_container, owned_copy, shallow_copy, shaped_record
 from lionmsg.runtime.content.instruction import InstructionBehaviour
 from lionmsg.runtime.content.system import SystemBehaviour
 from lionmsg.runtime.fastpath import JSON_SCALARS, MISSING, json_copy
@@ -87,7 +87,7 @@ class ActionRequestContent(ActionRequestBehaviour):
             return None
         content = object.__new__(ActionRequestContent)
         content.function = self.function
-        content.arguments = dict(self.arguments)
+        content.arguments = owned_copy(self.arguments)
         content.action_response_id = changes.get("action_response_id", self.action_response_id)
         content._derive()
         if "action_response_id" in changes and not (

@@ -33,9 +33,19 @@ from lionmsg.runtime.wire import CANONICAL_UUID, UNWRITABLE_DEPTH, check_finite,
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["Element", "Node", "check_embedding", "element_class", "part_of_record", "parts_later", "record_error"]
+__all__ = [
+    "Element",
+    "Node",
+    "check_embedding",
+    "element_class",
+    "library_loader",
+    "part_of_record",
+    "parts_later",
+    "record_error",
+]
 
 T = TypeVar("T")
+E = TypeVar("E", bound="Element")
 
 _PARTS_LATER_KEY = "lionmsg_parts_later"
 _PARTS_LATER: dict[str, Any] = {_PARTS_LATER_KEY: True}  # the serialization context that says so
@@ -289,11 +299,11 @@ class Element(BaseModel):
         if type(data) is not dict and not isinstance(data, Mapping):
             raise TypeError(f"a {cls.__name__} record must be a mapping, got {type(data).__name__}")
         target = cls._record_class(data)
-        if target is not cls and _loads_as_library(target):
-            # The named class's own loader (a message keeps its own copies of the record's lists and
-            # dicts, and takes its kind's fast road); a user's override is left out, as everywhere a
-            # record names its class.
-            return target.from_dict(data)
+        if target is not cls:
+            # The named class's loader as the library defines it (a message keeps its own copies of the
+            # record's lists and dicts, and takes its kind's fast road); a user's override is left out,
+            # as everywhere a record names its class.
+            return library_loader(target)(data)
         record = dict(data)
         for key in ("id", "created_at"):
             if key not in record:
@@ -334,10 +344,15 @@ class Element(BaseModel):
 _CLASSES_BY_NAME.setdefault(Element, {})["Element"] = Element
 
 
-def _loads_as_library(cls: type[Element]) -> bool:
-    """Whether `cls.from_dict` is one of lionmsg's own (not a user's override)."""
-    loader = cls.from_dict.__func__  # type: ignore[attr-defined]
-    return loader is not Element.from_dict.__func__ and str(loader.__module__).startswith("lionmsg.")  # type: ignore[attr-defined]
+def library_loader(cls: type[E]) -> Callable[[Mapping[str, Any]], E]:
+    """`cls.from_dict` as the library defines it for `cls`: the one of the nearest lionmsg class in its
+    MRO that defines one, bound to `cls`. What a user's class puts there itself (an override, a
+    staticmethod, a wrapper of the library's) is left out: it is told apart by the class that holds
+    it, never by the function's own (copyable) module name."""
+    for ancestor in cls.__mro__:
+        if "from_dict" in ancestor.__dict__ and ancestor.__module__.startswith("lionmsg."):
+            return ancestor.__dict__["from_dict"].__get__(None, cls)  # type: ignore[no-any-return]
+    raise TypeError(f"{cls.__name__} is not an element class")  # unreachable: Element defines one
 
 
 def jsonable_keeping_keys(value: Any) -> Any:

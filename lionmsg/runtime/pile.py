@@ -12,7 +12,7 @@ from uuid import UUID
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from lionmsg.runtime.element import Element, element_class, part_of_record, parts_later, record_error
+from lionmsg.runtime.element import Element, element_class, library_loader, part_of_record, parts_later, record_error
 from lionmsg.runtime.progression import Progression, to_uuid
 from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock
 
@@ -615,20 +615,18 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
 
 
 def _load_item(base: type[Element] | tuple[type[Element], ...], record: Any) -> Element:
-    """A pile item from its record, loaded as the class it names among the pile's item types."""
+    """A pile item from its record, loaded as the class it names among the pile's item types, by the
+    library's loader (`library_loader`: a user's from_dict override is left out, as wherever a record
+    names its class; the loader hands over to the named class's)."""
     if not isinstance(record, Mapping):
         raise TypeError(f"a pile item record must be a mapping, got {type(record).__name__}")
     candidates = base if isinstance(base, tuple) else (base,)
     metadata = record.get("metadata")
     named = metadata.get("lion_class") if isinstance(metadata, Mapping) else None
-    if named is not None and not isinstance(named, str):  # no class name: from_dict's ValidationError says so
-        return candidates[0].from_dict(record)
-    for candidate in candidates:
-        if named is None:
-            return candidate.from_dict(record)
-        if element_class(candidate, named) is not None:  # its from_dict hands over to the named class's
-            return candidate.from_dict(record)
-    return candidates[0].from_dict(record)  # raises the ValidationError naming the mismatch
+    chosen = candidates[0]  # with no class name, or a wrong one: its loader raises the ValidationError
+    if isinstance(named, str):
+        chosen = next((candidate for candidate in candidates if element_class(candidate, named) is not None), chosen)
+    return library_loader(chosen)(record)
 
 
 def _item_types(item_type: Any) -> frozenset[type[Element]]:

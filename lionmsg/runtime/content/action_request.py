@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lionmsg.runtime.content.base import MessageContent, owned_copy
 from lionmsg.runtime.content.ids import record_id
@@ -35,6 +36,9 @@ class ActionRequestBehaviour(MessageContent):
     else:
         __slots__ = ()
 
+    # Linking a request and its response (ADR D2) copies the content, never rebuilds it.
+    _PLAIN_NORMALISERS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"action_response_id": record_id}
+
     @classmethod
     def _from_input(cls, data: dict[str, Any]) -> Self:
         # The request owns its arguments: later changes to the caller's objects must not leak in (and an
@@ -42,12 +46,6 @@ class ActionRequestBehaviour(MessageContent):
         if "arguments" in data:
             data["arguments"] = owned_copy(data["arguments"])
         return cls._from_owned(data)
-
-    @classmethod
-    def _normal_plain_changes(cls, changes: dict[str, Any]) -> dict[str, Any]:
-        if "action_response_id" in changes:  # linking a request and its response (ADR D2) copies, never rebuilds
-            changes["action_response_id"] = record_id(changes["action_response_id"])
-        return changes
 
     def _normalize(self) -> None:
         self.function = function_name(self.function)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.content.ids import record_id
@@ -24,11 +25,8 @@ class ActionResponseBehaviour(MessageContent):
     else:
         __slots__ = ()
 
-    @classmethod
-    def _normal_plain_changes(cls, changes: dict[str, Any]) -> dict[str, Any]:
-        if "action_request_id" in changes:  # linking a request and its response (ADR D2) copies, never rebuilds
-            changes["action_request_id"] = record_id(changes["action_request_id"])
-        return changes
+    # Linking a request and its response (ADR D2) copies the content, never rebuilds it.
+    _PLAIN_NORMALISERS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"action_request_id": record_id}
 
     def _normalize(self) -> None:
         if self.arguments is None:  # None is "no arguments", as for a request (and LionAGI)

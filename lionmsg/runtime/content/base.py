@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic_core import to_jsonable_python
@@ -32,23 +32,19 @@ class MessageContent:
     _WIRE_FIELDS: ClassVar[frozenset[str]]
     # Extra input names `from_dict` accepts beyond the dataclass fields (LionAGI compatibility).
     _INPUT_ALIASES: ClassVar[frozenset[str]] = frozenset()
-    # Fields that `_from_input` does not read, that `_normalize` changes only as `_normal_plain_changes`
-    # does, and that no other field depends on (the schema marks them `x-lionmsg-plain-update`;
+    # Fields that `_from_input` does not read, that `_normalize` changes only as `_PLAIN_NORMALISERS`
+    # do, and that no other field depends on (the schema marks them `x-lionmsg-plain-update`;
     # generated): `updated()` changing only these copies the content and checks just them (generated
     # `_with_plain_changes`) instead of rebuilding and re-checking every field.
     _PLAIN_FIELDS: ClassVar[frozenset[str]] = frozenset()
+    # Per plain field that `_normalize` changes, its rule (a linked record's id as lower-case text),
+    # applied to a new value before the copy takes it.
+    _PLAIN_NORMALISERS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
 
     def _normalize(self) -> None:
         """Hook: turn Python-side input conveniences into schema values (runs on every construction;
         a kind with private derived state ends by building it with `_derive()`). Values already
         normalised must come out unchanged."""
-
-    @classmethod
-    def _normal_plain_changes(cls, changes: dict[str, Any]) -> dict[str, Any]:
-        """Hook: changes to `_PLAIN_FIELDS` as `_normalize` would leave them (a linked record's id as
-        its lower-case text); `changes` is the caller's own copy, and values `_normalize` would refuse are
-        left for the field checks."""
-        return changes
 
     def _derive(self) -> None:
         """Hook: build private derived state from the normalised fields. A copy that changes only
@@ -164,7 +160,7 @@ class MessageContent:
         if any(type(value) is not str for value in changes.values()):  # text (the usual change) is immutable
             changes = _owned(changes)
         if changes.keys() <= self._PLAIN_FIELDS:  # fields, so input names: nothing for the name check to find
-            content = self._with_plain_changes(self._normal_plain_changes(changes))
+            content = self._with_plain_changes(_normalised(self._PLAIN_NORMALISERS, changes))
             if content is not None:
                 return content
         self._check_input_names(changes)
@@ -178,7 +174,7 @@ class MessageContent:
         blank = _BLANKS.get(cls)
         if blank is None:
             blank = _BLANKS[cls] = cls()  # never handed out: copies take its fields
-        return blank._with_plain_changes(values)
+        return blank._with_plain_changes(_normalised(cls._PLAIN_NORMALISERS, values))
 
     def copy(self) -> Self:
         """A deep copy (classes referenced by a field, such as a response model, are shared). A value
@@ -345,6 +341,14 @@ def _copy_part(value: Any) -> Any:
         raise
     except Exception:  # rebuilt around the uncopyable part (only on this rare road: quadratic in depth)
         return _copy_around_uncopyable(value)
+
+
+def _normalised(normalisers: Mapping[str, Callable[[Any], Any]], changes: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`changes` with each value a normaliser names put through it (a new mapping: the caller's is left
+    as it is for the full rebuild, should the copy decline)."""
+    if not normalisers or changes.keys().isdisjoint(normalisers):
+        return changes
+    return {name: normalisers[name](value) if name in normalisers else value for name, value in changes.items()}
 
 
 def _owned(values: Mapping[str, Any]) -> dict[str, Any]:
