@@ -32,9 +32,10 @@ from lionmsg.generated.content import (
     ActionResponseContent,
     AssistantResponseContent,
     InstructionContent,
+    SystemContent,
 )
 from lionmsg.runtime import factories, fastpath
-from lionmsg.runtime.content.base import MessageContent
+from lionmsg.runtime.content.base import MessageContent, _owned
 from lionmsg.runtime.wire import RecordFieldError
 from tests.samples import failed_action_response, rich_messages
 
@@ -1134,3 +1135,89 @@ def test_deep_copy_equals_deepcopy_and_shares_no_container(value: Any) -> None:
     copied = fastpath.deep_copy(value)
     assert repr(copied) == repr(copy.deepcopy(value))  # repr: NaN != NaN
     assert not _containers(value) & _containers(copied)
+
+
+# Content given as text (and an instruction's context), as most content is given: the text-only road.
+_GIVEN_VALUES = st.sampled_from(
+    ["text", "", None, 5, _Text("sub"), ["x"], [{"doc": 1}], {"doc": [1]}, "0F8FAD5B-D9CB-469F-A165-70867728950E"]
+)
+_CONTENT_NAMES = st.sampled_from(
+    ["instruction", "guidance", "plain_content", "context", "system_message", "assistant_response", "function",
+     "output", "error", "action_request_id", "action_response_id", "arguments", "unknown"]
+)  # fmt: skip
+_CONTENT_CLASSES = [
+    SystemContent,
+    InstructionContent,
+    AssistantResponseContent,
+    ActionRequestContent,
+    ActionResponseContent,
+]
+
+
+def _built(build: Any) -> tuple[Any, ...]:
+    try:
+        content = build()
+    except (TypeError, ValueError) as error:
+        return ("error", type(error), str(error))
+    return ("content", type(content), content, content.to_dict(), content.rendered)
+
+
+@given(st.sampled_from(_CONTENT_CLASSES), st.dictionaries(_CONTENT_NAMES, _GIVEN_VALUES, max_size=4))
+def test_content_from_a_dict_is_what_the_full_build_makes(content_class: Any, data: dict[str, Any]) -> None:
+    def full_build() -> Any:
+        content_class._check_input_names(data.keys())
+        return content_class._from_input(_owned(data))
+
+    assert _built(lambda: content_class.from_dict(dict(data))) == _built(full_build)
+
+
+def test_content_from_text_and_a_context_keeps_its_own_context() -> None:
+    context = [{"doc": {"pages": [1, 2]}}]
+    content = InstructionContent.from_dict({"instruction": "Read.", "context": context})
+    assert content.prompt_context == context
+    assert content.prompt_context is not context
+    assert content.prompt_context[0]["doc"]["pages"] is not context[0]["doc"]["pages"]
+    record = {"doc": 1}
+    assert InstructionContent.from_dict({"guidance": "g", "context": record}).prompt_context == [record]
+    assert InstructionContent.from_dict({"guidance": "g", "context": record}).prompt_context[0] is not record
+
+
+_ADDRESSES = st.sampled_from(["user", "assistant", "tool-7", "", None, 3.5, str(uuid.uuid4()), MessageRole.SYSTEM])
+_CONSTRUCTOR_ARGUMENTS = st.fixed_dictionaries(
+    {},
+    optional={
+        "content": st.one_of(
+            st.dictionaries(_CONTENT_NAMES, _GIVEN_VALUES, max_size=3),
+            st.sampled_from([None, "text", [1], {"instruction": "Q?", "context": [{"doc": 1}]}, {}]),
+        ),
+        "sender": _ADDRESSES,
+        "recipient": _ADDRESSES,
+        "channel": st.sampled_from(["c", None, 5, _Text("s")]),
+        "metadata": st.sampled_from([{"k": 1}, {}]),  # not the direct road's: pydantic's own
+        "role": st.sampled_from(["user", "system"]),  # ignored: the class decides it
+    },
+)
+
+
+@settings(max_examples=300)  # many draws are refused: enough to reach every road often
+@given(st.sampled_from([System, Instruction, AssistantResponse, ActionRequest, ActionResponse]), _CONSTRUCTOR_ARGUMENTS)
+def test_a_message_constructed_is_what_pydantics_validation_makes(kind: Any, arguments: dict[str, Any]) -> None:
+    def made(build: Any) -> tuple[Any, ...]:
+        try:
+            message = build()
+        except (TypeError, ValueError) as error:
+            return ("error", type(error), str(error))
+        fields = {name: value for name, value in message.__dict__.items() if name not in ("id", "created_at")}
+        return ("message", type(message), fields, message.model_fields_set, message.model_extra)
+
+    def by_pydantic() -> Any:  # pydantic's own __init__ (model_validate would call the class's)
+        message = kind.__new__(kind)
+        pydantic.BaseModel.__init__(message, **arguments)
+        return message
+
+    constructed = made(lambda: kind(**arguments))
+    assert constructed == made(by_pydantic)
+    assert constructed == made(lambda: kind.model_validate(arguments))  # which calls the class's __init__
+    if constructed[0] == "message" and isinstance(arguments.get("content"), dict):  # the caller's stay the caller's
+        held = {id(value) for value in _containers_in(arguments["content"])}
+        assert held.isdisjoint(id(value) for value in _containers_in(_content_values(kind(**arguments))))

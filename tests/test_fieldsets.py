@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from lionmsg import Exchange, Instruction, MessageManager
 from lionmsg.runtime import fastpath, fieldsets
@@ -182,8 +183,11 @@ def test_copies_of_a_message_have_their_own_plain_sets(duplicate: Callable[[Inst
 
 def test_fast_copies_share_a_shared_set_and_copy_a_plain_one() -> None:
     (shared_original,) = built_instructions(1)
-    plain_original = Instruction(content={"instruction": "step"}, sender="user")
+    # pydantic's own __init__ gives a plain set (the constructor's direct road gives a shared one)
+    plain_original = Instruction.__new__(Instruction)
+    BaseModel.__init__(plain_original, content={"instruction": "step"}, sender="user")
     assert type(plain_original.model_fields_set) is set
+    assert type(Instruction(content={"instruction": "step"}, sender="user").model_fields_set) is SharedFieldsSet
     for original in (shared_original, plain_original):
         copies = [fastpath.copy_message(original), *fastpath.message_copies(original, 2)]
         sets = {id(message.model_fields_set) for message in [original, *copies]}

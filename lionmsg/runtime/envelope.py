@@ -26,6 +26,7 @@ from lionmsg.runtime.fastpath import (
     JSON_SCALARS,
     MISSING,
     dump_address,
+    init_directly,
     json_copy,
     load_envelope,
     load_record,
@@ -143,6 +144,15 @@ class MessageBehaviour(Node, Sendable):
         # subclass may add any of those, so it always takes pydantic's road.
         if cls.__module__ == _GENERATED_MODULE and set(cls.model_fields) == ENVELOPE_FIELDS:
             ENVELOPE_CLASSES.add(cls)
+
+    if not TYPE_CHECKING:  # type checkers keep the signature pydantic's plugin gives each class
+
+        def __init__(self, /, **data: Any) -> None:
+            # A library kind built from its content and routing (how messages are usually made) is set up
+            # as the add roads build one; anything else, and anything refused, goes to pydantic, whose
+            # errors are the contract.
+            if type(self) not in ENVELOPE_CLASSES or not init_directly(self, data, coerce_content):
+                super().__init__(**data)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if type(self) in ENVELOPE_CLASSES and name in ENVELOPE_FIELDS:

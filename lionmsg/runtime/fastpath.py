@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Callable
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -34,6 +35,7 @@ __all__ = [
     "deep_copy",
     "flat_records_copy",
     "dump_address",
+    "init_directly",
     "json_copy",
     "load_envelope",
     "load_record",
@@ -97,6 +99,75 @@ def assemble(
         "channel": channel,
     }
     return trusted_instance(cls, values, fields_set)
+
+
+_INIT_ARGUMENTS = frozenset({"content", "sender", "recipient", "channel"})
+_INIT_FIELDS_SETS = {
+    (content, channel, sender, recipient): shared_fields_set(
+        name
+        for name, given in (("content", content), ("channel", channel), ("sender", sender), ("recipient", recipient))
+        if given
+    )
+    for content in (False, True)
+    for channel in (False, True)
+    for sender in (False, True)
+    for recipient in (False, True)
+}
+
+
+def init_directly(message: Any, data: dict[str, Any], coerce_content: Callable[[type[Any], Any], Any]) -> bool:
+    """Initialise `message`, new and of a typed kind in ENVELOPE_CLASSES, from constructor arguments
+    naming only content and routing, as pydantic's validation would (the same validators' work:
+    `coerce_content`, the content field's, and the address rule, without pydantic's machinery); False,
+    changing nothing, for anything else or anything refused: pydantic's road then builds it or raises
+    its error (ValidationError, or the content's TypeError)."""
+    if not data.keys() <= _INIT_ARGUMENTS:
+        return False
+    defaults = _DEFAULTS[type(message)]
+    content_type = defaults["content_type"]
+    get = data.get
+    channel = get("channel", MISSING)
+    if content_type is None or not (channel is MISSING or channel is None or type(channel) is str):  # strict
+        return False
+    content, sender, recipient = get("content", MISSING), get("sender", MISSING), get("recipient", MISSING)
+    fields_set = _INIT_FIELDS_SETS[
+        content is not MISSING, channel is not MISSING, sender is not MISSING, recipient is not MISSING
+    ]
+    try:
+        if type(content) is dict:  # the usual input: what coerce_content does with it
+            content = content_type.from_dict(content)
+        elif content is MISSING:
+            content = defaults["content"]()
+        elif type(content) is not content_type:  # its own instance is taken as it is
+            content = coerce_content(content_type, content)
+        # A role's text (the usual address) looked up here: what normalize_address does with it first.
+        if sender is MISSING:
+            sender = defaults["sender"]
+        else:
+            role = _ROLES_BY_VALUE.get(sender) if type(sender) is str else None
+            sender = normalize_address(sender) if role is None else role
+        if recipient is MISSING:
+            recipient = defaults["recipient"]
+        else:
+            role = _ROLES_BY_VALUE.get(recipient) if type(recipient) is str else None
+            recipient = normalize_address(recipient) if role is None else role
+    except Exception:  # refused: pydantic's road says so in its own words
+        return False
+    values = {
+        "id": new_uuid4(),
+        "created_at": time.time(),
+        "metadata": {},
+        "content": content,
+        "embedding": None,
+        "sender": sender,
+        "recipient": recipient,
+        "channel": None if channel is MISSING else channel,
+    }
+    set_fields_dict(message, values)
+    set_fields_set(message, fields_set)
+    _set_extra(message, None)
+    _set_private(message, None)
+    return True
 
 
 def load_record(cls: type[BaseModel], record: dict[str, Any]) -> Any:

@@ -15,7 +15,7 @@ from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, check_mode, sor
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["MessageContent", "copy_value", "owned_copy", "shallow_copy"]
+__all__ = ["MessageContent", "all_text", "copy_value", "owned_copy", "shallow_copy"]
 
 
 class MessageContent:
@@ -90,6 +90,12 @@ class MessageContent:
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
         """Build from field values; an unknown name raises ValueError naming it, and anything but a
         mapping is a TypeError."""
+        if type(data) is dict and data.keys() <= cls._PLAIN_FIELDS and all_text(data):
+            # Text only (as most content is given): the class's default instance copied with it, no
+            # rebuild; text needs no copy of its own. None for a subclass, which takes the general road.
+            made = cls._new_with_plain(data)
+            if made is not None:
+                return made
         if not isinstance(data, Mapping):
             raise TypeError(f"{cls.__name__}.from_dict takes a mapping of field values, got {type(data).__name__}")
         cls._check_input_names(data.keys())
@@ -174,7 +180,8 @@ class MessageContent:
         blank = _BLANKS.get(cls)
         if blank is None:
             blank = _BLANKS[cls] = cls()  # never handed out: copies take its fields
-        return blank._with_plain_changes(_normalised(cls._PLAIN_NORMALISERS, values))
+        normalisers = cls._PLAIN_NORMALISERS
+        return blank._with_plain_changes(_normalised(normalisers, values) if normalisers else values)
 
     def copy(self) -> Self:
         """A deep copy (classes referenced by a field, such as a response model, are shared). A value
@@ -349,6 +356,14 @@ def _normalised(normalisers: Mapping[str, Callable[[Any], Any]], changes: Mappin
     if not normalisers or changes.keys().isdisjoint(normalisers):
         return changes
     return {name: normalisers[name](value) if name in normalisers else value for name, value in changes.items()}
+
+
+def all_text(values: Mapping[str, Any]) -> bool:
+    """Whether every value is a str or None (nothing a content copies)."""
+    for value in values.values():  # noqa: SIM110 (a loop: all() of a generator costs a frame per call)
+        if type(value) is not str and value is not None:
+            return False
+    return True
 
 
 def _owned(values: Mapping[str, Any]) -> dict[str, Any]:

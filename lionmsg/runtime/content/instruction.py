@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lionmsg.runtime.content.base import MessageContent
+from lionmsg.runtime.content.base import MessageContent, owned_copy
 from lionmsg.runtime.content.images import image_problem, image_url
 from lionmsg.runtime.content.structure import JsonStructure, build_structure, resolve_structure, response_schema
 from lionmsg.runtime.render.minimal_yaml import minimal_yaml
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["InstructionBehaviour"]
 
 _HANDLE_CONTEXT = ("extend", "replace")
+_TEXT_AND_CONTEXT = frozenset({"instruction", "guidance", "plain_content", "context"})
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -57,6 +59,27 @@ class InstructionBehaviour(MessageContent):
         __slots__ = ()
 
     _INPUT_ALIASES = frozenset({"context", "handle_context"})
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        # Text and a context (a list, or one record), as an instruction is usually given: the text-only
+        # road of MessageContent.from_dict with a copy of the context put in, as _from_input would.
+        if type(data) is dict and "context" in data and data.keys() <= _TEXT_AND_CONTEXT:
+            context = data["context"]
+            if type(context) is dict:
+                context = [context]
+            texts = {}
+            for name, value in data.items():
+                if name != "context":
+                    if type(value) is not str and value is not None:  # not text: the general road's
+                        context = None
+                    texts[name] = value
+            if type(context) is list:
+                made = cls._new_with_plain(texts)
+                if made is not None:
+                    made.prompt_context = owned_copy(context)
+                    return made
+        return super().from_dict(data)
 
     @classmethod
     def _from_input(cls, data: dict[str, Any]) -> Self:
