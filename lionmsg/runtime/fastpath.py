@@ -102,6 +102,7 @@ def assemble(
 
 
 _INIT_ARGUMENTS = frozenset({"content", "sender", "recipient", "channel"})
+# A constructed message's fields set: the arguments given, by (content, channel, sender, recipient).
 _INIT_FIELDS_SETS = {
     (content, channel, sender, recipient): shared_fields_set(
         name
@@ -261,16 +262,8 @@ _isfinite = math.isfinite
 
 # The fields sets the roads above give (lionmsg.runtime.fieldsets): a built message's is `content` and the
 # routing given (channel, sender, recipient: given or not), a loaded one's usually every field.
-_BUILT_FIELDS_SETS = {
-    (channel, sender, recipient): shared_fields_set(
-        name
-        for name, given in (("content", True), ("channel", channel), ("sender", sender), ("recipient", recipient))
-        if given
-    )
-    for channel in (False, True)
-    for sender in (False, True)
-    for recipient in (False, True)
-}
+# (The constructor's, _INIT_FIELDS_SETS, may also leave content out.)
+_BUILT_FIELDS_SETS = {given[1:]: fields for given, fields in _INIT_FIELDS_SETS.items() if given[0]}
 _EVERY_FIELD_SET = shared_fields_set(_ALL_FIELDS)
 
 
