@@ -1221,3 +1221,49 @@ def test_a_message_constructed_is_what_pydantics_validation_makes(kind: Any, arg
     if constructed[0] == "message" and isinstance(arguments.get("content"), dict):  # the caller's stay the caller's
         held = {id(value) for value in _containers_in(arguments["content"])}
         assert held.isdisjoint(id(value) for value in _containers_in(_content_values(kind(**arguments))))
+
+
+@dataclasses.dataclass(slots=True)
+class _NeedsAnInstruction(InstructionContent):
+    """A user's content subclass whose default (no instruction) is not valid."""
+
+    def _normalize(self) -> None:
+        if not self.instruction:
+            raise ValueError("an instruction is required")
+        InstructionContent._normalize(self)
+
+
+def test_a_content_subclass_given_text_is_built_by_its_constructor_never_from_a_default() -> None:
+    for data in ({"instruction": "Summarise."}, {"instruction": "Summarise.", "context": [{"doc": 1}]}):
+        made = _NeedsAnInstruction.from_dict(data)
+        assert type(made) is _NeedsAnInstruction
+        assert made.instruction == "Summarise."
+        assert made.prompt_context == data.get("context", [])
+    assert _NeedsAnInstruction._new_with_plain({"instruction": "x"}) is None
+
+
+def test_the_text_and_context_road_reads_the_plain_text_fields() -> None:
+    from lionmsg.runtime.content import instruction
+
+    assert InstructionContent._PLAIN_FIELDS | {"context"} == instruction._TEXT_AND_CONTEXT
+
+
+class _ReadsContext(Instruction):
+    """A user's subclass whose validator reads pydantic's validation context."""
+
+    @pydantic.field_validator("channel", mode="before")
+    @classmethod
+    def _tag(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        return f"{value}|{(info.context or {}).get('k')}"
+
+
+def test_model_validate_keeps_pydantics_own_validation_and_its_options() -> None:
+    # The constructor's direct road is no custom __init__ to pydantic: model_validate never goes through it.
+    assert Instruction.__pydantic_custom_init__ is False
+    assert _ReadsContext.model_validate({"channel": "a"}, context={"k": 1}).channel == "a|1"
+    assert _ReadsContext.model_validate_json('{"channel": "a"}', context={"k": 2}).channel == "a|2"
+    with pytest.raises(pydantic.ValidationError) as refused:
+        Instruction.model_validate({"id": str(uuid.uuid4())}, strict=True)  # text is no UUID in strict mode
+    assert refused.value.errors()[0]["loc"] == ("id",)
+    with pytest.raises(pydantic.ValidationError):
+        Instruction.model_validate({1: 2})  # a key that is not text: pydantic's error, not a TypeError

@@ -64,6 +64,8 @@ def _stand_in(message: BaseModel) -> Any:
 C = TypeVar("C", bound=MessageContent)
 
 _GENERATED_MODULE = "lionmsg.generated.messages"
+# The generated kinds with typed content (not the generic Message): the ones constructors build directly.
+_TYPED_KINDS: set[type[BaseModel]] = set()
 
 RoleText = Annotated[str, WithJsonSchema({"type": "string", "enum": [role.value for role in MessageRole]})]
 """A role written as its value: what pydantic's serialization JSON schema says of it."""
@@ -144,6 +146,8 @@ class MessageBehaviour(Node, Sendable):
         # subclass may add any of those, so it always takes pydantic's road.
         if cls.__module__ == _GENERATED_MODULE and set(cls.model_fields) == ENVELOPE_FIELDS:
             ENVELOPE_CLASSES.add(cls)
+            if cls.__dict__.get("_content_type") is not None:
+                _TYPED_KINDS.add(cls)
 
     if not TYPE_CHECKING:  # type checkers keep the signature pydantic's plugin gives each class
 
@@ -151,8 +155,13 @@ class MessageBehaviour(Node, Sendable):
             # A library kind built from its content and routing (how messages are usually made) is set up
             # as the add roads build one; anything else, and anything refused, goes to pydantic, whose
             # errors are the contract.
-            if type(self) not in ENVELOPE_CLASSES or not init_directly(self, data, coerce_content):
+            if type(self) not in _TYPED_KINDS or not init_directly(self, data, coerce_content):
                 super().__init__(**data)
+
+        # Not a custom __init__ to pydantic: model_validate, model_validate_json and nested fields keep
+        # pydantic's own validation, with its options (context=, strict=, by_alias=...), which a
+        # constructor's keyword arguments cannot carry.
+        __init__.__pydantic_base_init__ = True
 
     def __setattr__(self, name: str, value: Any) -> None:
         if type(self) in ENVELOPE_CLASSES and name in ENVELOPE_FIELDS:

@@ -179,6 +179,8 @@ class MessageContent:
         derived state is rebuilt, the given fields checked). None where that declines (a subclass)."""
         blank = _BLANKS.get(cls)
         if blank is None:
+            if cls.__module__ != _GENERATED_MODULE:  # a subclass's default may not even be valid
+                return None
             blank = _BLANKS[cls] = cls()  # never handed out: copies take its fields
         normalisers = cls._PLAIN_NORMALISERS
         return blank._with_plain_changes(_normalised(normalisers, values) if normalisers else values)
