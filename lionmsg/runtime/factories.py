@@ -339,7 +339,7 @@ def _new_action_response(request: ActionRequest, output: Any, sender: Any, recip
         }
     )
     response = assemble(ActionResponse, content, sender, recipient, MISSING, extra)
-    link = {"action_response_id": str(response.id)}  # canonical text: as _normal_plain_changes leaves it
+    link = {"action_response_id": str(response.id)}  # canonical text: as _PLAIN_NORMALISERS leave it
     while type(request) is ActionRequest:  # update(**link) without its keyword and routing handling
         held = request.__dict__["content"]
         linked = held._with_plain_changes(link)
