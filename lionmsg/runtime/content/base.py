@@ -15,7 +15,7 @@ from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, check_mode, sor
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["MessageContent", "all_text", "copy_value", "owned_copy", "shallow_copy"]
+__all__ = ["MessageContent", "copy_value", "owned_copy", "shallow_copy"]
 
 
 class MessageContent:
@@ -90,7 +90,7 @@ class MessageContent:
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
         """Build from field values; an unknown name raises ValueError naming it, and anything but a
         mapping is a TypeError."""
-        if type(data) is dict and data.keys() <= cls._PLAIN_FIELDS and all_text(data):
+        if type(data) is dict and data.keys() <= cls._PLAIN_FIELDS and _all_text(data):
             # Text only (as most content is given): the class's default instance copied with it, no
             # rebuild; text needs no copy of its own. None for a subclass, which takes the general road.
             made = cls._new_with_plain(data)
@@ -360,7 +360,7 @@ def _normalised(normalisers: Mapping[str, Callable[[Any], Any]], changes: Mappin
     return {name: normalisers[name](value) if name in normalisers else value for name, value in changes.items()}
 
 
-def all_text(values: Mapping[str, Any]) -> bool:
+def _all_text(values: Mapping[str, Any]) -> bool:
     """Whether every value is a str or None (nothing a content copies)."""
     for value in values.values():  # noqa: SIM110 (a loop: all() of a generator costs a frame per call)
         if type(value) is not str and value is not None:
