@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import sys
 import uuid
 from typing import Any
 
@@ -1267,3 +1268,43 @@ def test_model_validate_keeps_pydantics_own_validation_and_its_options() -> None
     assert refused.value.errors()[0]["loc"] == ("id",)
     with pytest.raises(pydantic.ValidationError):
         Instruction.model_validate({1: 2})  # a key that is not text: pydantic's error, not a TypeError
+
+
+def _made_on_every_direct_road() -> dict[str, Message]:
+    manager = MessageManager()
+    added = manager.add_message(instruction="Summarise.", context=[{"doc": 1}], sender="user")
+    constructed = Instruction(content={"instruction": "Summarise."}, sender="user")
+    broadcast = fastpath.assemble(Message, {"seq": 1}, uuid.uuid4(), None, None)
+    return {
+        "add_message": added,
+        "constructor": constructed,
+        "from_dict": Instruction.from_dict(added.to_dict()),
+        "copy_message": fastpath.copy_message(added),
+        "message_copies": fastpath.message_copies(broadcast, 2)[1],
+    }
+
+
+def test_messages_built_on_the_direct_roads_share_their_class_key_table() -> None:
+    # CPython 3.10-3.12 keep one table of field names per class for dicts built as the roads build them: the
+    # dict holds only its values, smaller than an ordinary copy of it. 3.13 does not for classes with slots.
+    for _ in range(64):  # a class's first instances have room for more keys: past them, the steady size
+        made = _made_on_every_direct_road()
+    sharing = sys.version_info < (3, 13)
+    for road, message in made.items():
+        fields = message.__dict__
+        assert (sys.getsizeof(fields) < sys.getsizeof(dict(fields))) is sharing, road
+        assert list(fields) == list(Message.model_fields), road
+
+
+def test_initialising_a_message_again_puts_a_new_fields_dict_in_place() -> None:
+    message = Instruction(content={"instruction": "first"}, sender="user")
+    first = message.__dict__
+    kept = dict(first)
+    message.__init__(content={"instruction": "second"})  # type: ignore[misc]
+    assert message.__dict__ is not first
+    assert first == kept  # whoever read the old dict keeps what it held
+    by_pydantic = Instruction(content={"instruction": "first"}, sender="user")
+    pydantic.BaseModel.__init__(by_pydantic, content={"instruction": "second"})
+    assert message.content.instruction == "second"
+    assert message.model_dump(exclude={"id", "created_at"}) == by_pydantic.model_dump(exclude={"id", "created_at"})
+    assert message.model_fields_set == by_pydantic.model_fields_set == {"content"}

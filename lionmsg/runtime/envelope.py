@@ -31,6 +31,7 @@ from lionmsg.runtime.fastpath import (
     load_envelope,
     load_record,
     set_fields_dict,
+    share_field_keys,
     trusted_instance,
 )
 from lionmsg.runtime.fieldsets import SharedFieldsSet, mark_field_set, own_fields_set, set_fields_set
@@ -146,6 +147,7 @@ class MessageBehaviour(Node, Sendable):
         # subclass may add any of those, so it always takes pydantic's road.
         if cls.__module__ == _GENERATED_MODULE and set(cls.model_fields) == ENVELOPE_FIELDS:
             ENVELOPE_CLASSES.add(cls)
+            share_field_keys(cls)
             if cls.__dict__.get("_content_type") is not None:
                 _TYPED_KINDS.add(cls)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -42,6 +43,7 @@ __all__ = [
     "message_copies",
     "plain_copy",
     "set_fields_dict",
+    "share_field_keys",
     "trusted_instance",
 ]
 
@@ -55,7 +57,8 @@ ENVELOPE_CLASSES: set[type[BaseModel]] = set()
 whose fields are exactly the envelope's (MessageBehaviour registers them). Kept here as a set: a class
 attribute read on a pydantic model class costs ~1k instructions (its metaclass defines __getattr__)."""
 
-_ALL_FIELDS = {"id", "created_at", "metadata", "content", "embedding", "sender", "recipient", "channel"}
+_FIELD_ORDER = ("id", "created_at", "metadata", "content", "embedding", "sender", "recipient", "channel")
+_ALL_FIELDS = set(_FIELD_ORDER)
 _RECORD_KEYS = frozenset({*_ALL_FIELDS, "role"})  # role is the class's: a record's is read by nobody
 
 ENVELOPE_FIELDS = frozenset(_ALL_FIELDS)
@@ -88,17 +91,10 @@ def assemble(
         channel = None
     sender = defaults["sender"] if sender is MISSING else normalize_address(sender)
     recipient = defaults["recipient"] if recipient is MISSING else normalize_address(recipient)
-    values = {
-        "id": new_uuid4(),
-        "created_at": time.time(),
-        "metadata": {} if extra is None else {"extra": extra},
-        "content": content,
-        "embedding": None,
-        "sender": sender,
-        "recipient": recipient,
-        "channel": channel,
-    }
-    return trusted_instance(cls, values, fields_set)
+    metadata = {} if extra is None else {"extra": extra}
+    return fill_envelope(
+        _new_object(cls), fields_set, new_uuid4(), time.time(), metadata, content, None, sender, recipient, channel
+    )
 
 
 _INIT_ARGUMENTS = frozenset({"content", "sender", "recipient", "channel"})
@@ -154,20 +150,9 @@ def init_directly(message: Any, data: dict[str, Any], coerce_content: Callable[[
             recipient = normalize_address(recipient) if role is None else role
     except Exception:  # refused: pydantic's road says so in its own words
         return False
-    values = {
-        "id": new_uuid4(),
-        "created_at": time.time(),
-        "metadata": {},
-        "content": content,
-        "embedding": None,
-        "sender": sender,
-        "recipient": recipient,
-        "channel": None if channel is MISSING else channel,
-    }
-    set_fields_dict(message, values)
-    set_fields_set(message, fields_set)
-    _set_extra(message, None)
-    _set_private(message, None)
+    if channel is MISSING:
+        channel = None
+    fill_envelope(message, fields_set, new_uuid4(), time.time(), {}, content, None, sender, recipient, channel)
     return True
 
 
@@ -230,20 +215,12 @@ def load_envelope(cls: type[BaseModel], record: dict[str, Any], content: Any) ->
     recipient = _record_address(record, "recipient", defaults)
     if sender is MISSING or recipient is MISSING:
         return None
-    values = {
-        "id": ident,
-        "created_at": created_at,
-        "metadata": metadata,
-        "content": content,
-        "embedding": embedding,
-        "sender": sender,
-        "recipient": recipient,
-        "channel": channel,
-    }
     # The fields the record sets (role is not a field): usually all of them.
     given = len(record) - ("role" in record)
     fields_set = _EVERY_FIELD_SET if given == len(_ALL_FIELDS) else shared_fields_set(k for k in record if k != "role")
-    return trusted_instance(cls, values, fields_set)
+    return fill_envelope(
+        _new_object(cls), fields_set, ident, created_at, metadata, content, embedding, sender, recipient, channel
+    )
 
 
 def _record_address(record: dict[str, Any], name: str, defaults: dict[str, Any]) -> Any:
@@ -327,7 +304,7 @@ def copy_message(message: M) -> M:
     not generated from the schemas (a user's subclass, which may add fields) gets `model_copy(deep=True)`."""
     if type(message) not in ENVELOPE_CLASSES:
         return message.model_copy(deep=True)
-    values = message.__dict__.copy()
+    values = message.__dict__.copy()  # a shared key table is copied with it (see share_field_keys)
     content = values["content"]
     # Typed content copies itself (as deep as a record can be); anything else by deep_copy.
     typed = type(content) is _DEFAULTS[type(message)]["content_type"]
@@ -447,12 +424,76 @@ def dump_address(value: Any) -> Any:
     return value
 
 
+# Key sharing. CPython 3.10-3.12 let the instances of a class share one table of attribute names: each
+# instance's fields dict then holds only its values (240 B for a message's eight fields on 3.11, against
+# 360 B for a dict of its own; 224 against 440 on 3.10), as long as the fields are written into the
+# dict the instance makes for itself (`_get_fields_dict` of a new message), in the order the table has
+# them. The table is filled by the first instance that writes attributes, and a class whose first
+# instances write none (pydantic's construction puts a whole dict in place) loses the room for them; so
+# each envelope class writes its fields once, when it is created. Whatever goes wrong here costs memory,
+# never correctness: a dict that cannot share turns into an ordinary one. 3.13 shares only for classes
+# without slots (BaseModel has four), so there each message gets a dict of its own, as pydantic makes.
+_SHARES_KEYS = sys.version_info < (3, 13)
+
+
+def share_field_keys(cls: type[BaseModel]) -> None:
+    """Fill the key table the instances of `cls`, an envelope class just created, share (see above)."""
+    if _SHARES_KEYS:
+        first = _new_object(cls)
+        for name in _FIELD_ORDER:
+            _object_setattr(first, name, None)
+
+
 # BaseModel's slots, set through their descriptors (what object.__setattr__ finds, at half its cost):
 # BaseModel.__setattr__ would validate.
 set_fields_dict = BaseModel.__dict__["__dict__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_get_fields_dict = BaseModel.__dict__["__dict__"].__get__
 _new_object = object.__new__
+_object_setattr = object.__setattr__
+
+
+def fill_envelope(
+    message: Any,
+    fields_set: set[str],
+    ident: UUID,
+    created_at: float,
+    metadata: dict[str, Any],
+    content: Any,
+    embedding: list[float] | None,
+    sender: Any,
+    recipient: Any,
+    channel: str | None,
+) -> Any:
+    """`message` (new, of a class in ENVELOPE_CLASSES) holding these values, each already valid and in
+    final form, as pydantic's own construction leaves it (no extras, no private attributes)."""
+    fields = _get_fields_dict(message) if _SHARES_KEYS else None
+    if fields is None or fields:  # no key sharing, or a message initialised again: a dict of its own
+        fields = {
+            "id": ident,
+            "created_at": created_at,
+            "metadata": metadata,
+            "content": content,
+            "embedding": embedding,
+            "sender": sender,
+            "recipient": recipient,
+            "channel": channel,
+        }
+        set_fields_dict(message, fields)
+    else:  # the class's shared key table (see share_field_keys), written in its order
+        fields["id"] = ident
+        fields["created_at"] = created_at
+        fields["metadata"] = metadata
+        fields["content"] = content
+        fields["embedding"] = embedding
+        fields["sender"] = sender
+        fields["recipient"] = recipient
+        fields["channel"] = channel
+    set_fields_set(message, fields_set)
+    _set_extra(message, None)
+    _set_private(message, None)
+    return message
 
 
 def trusted_instance(cls: type[BaseModel], values: dict[str, Any], fields_set: set[str]) -> Any:
