@@ -375,6 +375,16 @@ def test_a_call_the_direct_road_declines_copies_the_callers_metadata_once(contex
     assert type(message.metadata["extra"]["v"]) is _CountedCopies
 
 
+@pytest.mark.parametrize("routing", [{"sender": 3.5}, {"recipient": 3.5}], ids=["sender", "recipient"])
+def test_a_constructor_call_refused_for_its_address_copies_the_content_once(routing: dict[str, Any]) -> None:
+    # Review ag F7: the direct road built the content before it looked at the addresses, so a refused
+    # address made pydantic's road copy the context (and run its user code) a second time.
+    _CountedCopies.copies = 0
+    with pytest.raises(pydantic.ValidationError, match="Invalid sender or recipient"):
+        Instruction(content={"instruction": "x", "context": [_CountedCopies()]}, **routing)
+    assert _CountedCopies.copies == 1
+
+
 def test_a_new_instruction_with_a_bad_sender_adds_nothing() -> None:
     manager = MessageManager()
     manager.add_message(instruction="First.")

@@ -131,13 +131,10 @@ def init_directly(message: Any, data: dict[str, Any], coerce_content: Callable[[
         content is not MISSING, channel is not MISSING, sender is not MISSING, recipient is not MISSING
     ]
     try:
-        if type(content) is dict:  # the usual input: what coerce_content does with it
-            content = content_type.from_dict(content)
-        elif content is MISSING:
-            content = defaults["content"]()
-        elif type(content) is not content_type:  # its own instance is taken as it is
-            content = coerce_content(content_type, content)
-        # A role's text (the usual address) looked up here: what normalize_address does with it first.
+        # The addresses first: a refused one then costs no content build here, and the user code a
+        # content may hold (a context item's __deepcopy__) runs once, on pydantic's road. Only a refused
+        # content repeats its work there. A role's text (the usual address) is looked up here: what
+        # normalize_address does with it first.
         if sender is MISSING:
             sender = defaults["sender"]
         else:
@@ -148,6 +145,12 @@ def init_directly(message: Any, data: dict[str, Any], coerce_content: Callable[[
         else:
             role = _ROLES_BY_VALUE.get(recipient) if type(recipient) is str else None
             recipient = normalize_address(recipient) if role is None else role
+        if type(content) is dict:  # the usual input: what coerce_content does with it
+            content = content_type.from_dict(content)
+        elif content is MISSING:
+            content = defaults["content"]()
+        elif type(content) is not content_type:  # its own instance is taken as it is
+            content = coerce_content(content_type, content)
     except Exception:  # refused: pydantic's road says so in its own words
         return False
     if channel is MISSING:
