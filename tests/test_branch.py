@@ -469,7 +469,11 @@ def test_user_and_name_are_lionagis_labels_kept_in_the_record_and_the_user_sends
     assert Branch(system="Be brief.").system.sender is MessageRole.SYSTEM  # type: ignore[union-attr]
     # A record's user is read as a sender is: a name stays a name, even one uuid.UUID() would parse.
     bare_hex = "0123456789abcdef0123456789abcdef"
-    assert Branch.from_dict({**Branch().to_dict(), "user": bare_hex}).user == bare_hex
+    loaded = Branch.from_dict({**Branch().to_dict(), "user": bare_hex})
+    assert loaded.user == bare_hex
+    # pydantic's road reads its input as Python input, where user= takes any UUID spelling (README).
+    for mode in ("python", "json"):
+        assert Branch.model_validate(loaded.model_dump(mode=mode)).user == UUID(bare_hex)
 
 
 def test_a_bad_user_name_or_system_sender_is_refused() -> None:

@@ -330,12 +330,16 @@ def test_a_list_subclass_is_kept_by_reference_too() -> None:
     assert [m.rendered for m in seen] == ["Instruction: x"]
 
 
+# Falsy ones too (review ah F3): "no observers" is an empty list or tuple, or None, never {} or 0.
+@pytest.mark.parametrize("put", [iter([print]), {}, set(), 0], ids=["iterator", "dict", "set", "zero"])
 @pytest.mark.parametrize("path", ["add_message", "a_add_message"])
-def test_an_iterator_put_in_place_of_the_live_list_is_refused_before_anything_changes(path: str) -> None:
+def test_anything_but_a_list_put_in_place_of_the_live_list_is_refused_before_anything_changes(
+    path: str, put: Any
+) -> None:
     seen: list[Message] = []
     manager = MessageManager()
-    manager.on_message_added = iter([seen.append])  # type: ignore[assignment]
-    message = "on_message_added must be a list of callables, got list_iterator"
+    manager.on_message_added = put
+    message = f"on_message_added must be a list of callables, got {type(put).__name__}"
     add = manager.add_message if path == "add_message" else lambda **given: run(manager.a_add_message(**given))
     with pytest.raises(TypeError, match=f"^{message}$"):
         add(instruction="x")

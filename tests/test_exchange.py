@@ -520,6 +520,25 @@ def test_undeliverable_direct_mail_is_consumed_and_recorded(recipient: Any, reas
     assert exchange.drop_counts == {reason: 1}
 
 
+@pytest.mark.parametrize("spelling", [UUID.__str__, lambda u: u.hex, lambda u: f"{{{u}}}", lambda u: u.urn])
+def test_the_drop_record_names_a_recipient_as_the_message_does_even_a_name_spelling_an_owner_id(
+    spelling: Callable[[UUID], str],
+) -> None:
+    # Review ai F1: a record's address other than a canonical UUID is a plain name (bare hex, braces,
+    # urn:uuid:); the drop record spelled it as the owner id `uuid.UUID()` reads in it.
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    record = Message(content="hi", sender=a).to_dict()
+    record["recipient"] = spelling(b)
+    message = Message.from_dict(record)
+    exchange.get(a).queue(message)  # type: ignore[union-attr]
+    assert run(exchange.collect(a)) == int(record["recipient"] == str(b))  # the canonical spelling is b
+    if record["recipient"] != str(b):
+        (drop,) = exchange.dropped
+        assert (drop.recipient, drop.reason) == (record["recipient"], DROP_NOT_AN_OWNER)
+        assert exchange.receive(b) == []
+
+
 def test_a_recipient_registered_after_the_send_but_before_the_collect_gets_it() -> None:
     exchange = Exchange()
     (a,) = owners(exchange, 1)

@@ -3,10 +3,13 @@ step aside for anything they are not sure about."""
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import functools
+import json
 import sys
+import types
 import uuid
 from typing import Any
 
@@ -648,6 +651,61 @@ def test_a_message_loaded_by_from_dict_shares_no_list_or_dict_with_the_record(me
         assert message_loaded.metadata["nested"] == {"kept": [1]}
         assert message_loaded.metadata["nested"] is not record["metadata"]["nested"]
         assert state(message_loaded) == state(loaded[0])
+
+
+@pytest.mark.parametrize("message", everything(), ids=lambda m: type(m).__name__)
+def test_a_record_read_with_ordered_dicts_is_loaded_into_containers_of_the_messages_own(message: Message) -> None:
+    # Review ah F1: `json.loads(text, object_pairs_hook=OrderedDict)` makes every object a dict subclass,
+    # which the one-pass road declines; the general road kept the record's lists and dicts then.
+    text = message.to_json()
+    loaders = [
+        type(message).from_dict,
+        Message.from_dict,
+        lambda record: MessageManager(messages=[record]).messages[0],
+        lambda record: Pile(collections=[record])[0],
+    ]
+    for load in loaders:
+        record = json.loads(text, object_pairs_hook=collections.OrderedDict)
+        record["metadata"]["nested"] = collections.OrderedDict(kept=[1])
+        loaded = load(record)
+        held = {id(value) for value in _containers_in(record)}
+        assert held.isdisjoint(id(value) for value in _containers_in(_content_values(loaded)))
+        assert held.isdisjoint(id(value) for value in _containers_in(loaded.metadata))
+        written = message.to_dict()
+        assert loaded.to_dict() == {**written, "metadata": {**written["metadata"], "nested": {"kept": [1]}}}
+
+
+class _ListOfItsOwn(list[Any]):
+    """A list subclass, as a caller's own container type may be."""
+
+
+@pytest.mark.parametrize(
+    "content",
+    [collections.OrderedDict(a=[1]), ([1],), _ListOfItsOwn([[1]])],
+    ids=["ordered-dict", "tuple", "list-subclass"],
+)
+def test_generic_content_of_a_record_is_copied_whatever_container_holds_it(content: Any) -> None:
+    for record in (Message(content="x").to_dict(), collections.OrderedDict(Message(content="x").to_dict())):
+        record["content"] = content
+        loaded = Message.from_dict(record)
+        assert loaded.content == content
+        assert type(loaded.content) is type(content)
+        assert loaded.content is not content
+        inner = content["a"] if isinstance(content, dict) else content[0]
+        loaded_inner = loaded.content["a"] if isinstance(content, dict) else loaded.content[0]
+        assert loaded_inner == inner
+        assert loaded_inner is not inner
+
+
+def test_a_record_whose_metadata_is_a_read_only_mapping_is_loaded_into_a_dict_of_its_own() -> None:
+    record = Instruction(content={"instruction": "q"}).to_dict()
+    nested = {"kept": [1]}
+    record["metadata"] = types.MappingProxyType({**record["metadata"], "nested": nested})
+    loaded = Instruction.from_dict(record)
+    assert loaded.metadata == {"nested": {"kept": [1]}}
+    assert type(loaded.metadata) is dict
+    assert loaded.metadata["nested"] is not nested
+    assert loaded.metadata["nested"]["kept"] is not nested["kept"]
 
 
 @pytest.mark.parametrize("message", everything(), ids=lambda m: type(m).__name__)

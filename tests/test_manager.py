@@ -1080,6 +1080,66 @@ def test_an_id_put_in_the_order_behind_the_piles_back_is_named_by_every_view() -
     assert manager.last_response is manager.assistant_responses[-1]
 
 
+def _old_instruction() -> Instruction:
+    return Instruction(content={"instruction": "x", "guidance": "old"}, sender="user")
+
+
+def _reply() -> AssistantResponse:
+    return AssistantResponse(content={"assistant_response": "hi"})
+
+
+# A message given to add_message to be revised in place, and the call that gives it.
+_REVISIONS: list[tuple[Callable[[], Message], Callable[[Any], dict[str, Any]]]] = [
+    (_old_instruction, lambda m: {"instruction": m, "guidance": "new"}),  # the direct road
+    (_old_instruction, lambda m: {"instruction": m, "guidance": "new", "recipient": "bob"}),  # the general one
+    (lambda: ActionRequest(content={"function": "f"}), lambda m: {"action_request": m, "action_function": "g"}),
+    (_reply, lambda m: {"assistant_response": m, "sender": "bob"}),
+    (_reply, lambda m: {"assistant_response": m}),
+    (lambda: System(content={"system_message": "S"}), lambda m: {"system": m, "recipient": "bob"}),
+]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    ("build", "arguments"),
+    _REVISIONS,
+    ids=["instruction-direct", "instruction-general", "action-request", "reply", "reply-alone", "system"],
+)
+def test_a_message_whose_id_the_order_names_behind_the_piles_back_is_refused_before_it_is_revised(
+    build: Callable[[], Message], arguments: Callable[[Any], dict[str, Any]], asynchronous: bool
+) -> None:
+    # Review ah F2: the builders revised the given message in place, then the pile refused it.
+    seen: list[Message] = []
+    manager = MessageManager(on_message_added=[seen.append])
+    first = manager.add_message(instruction="first")
+    given = build()
+    manager.progression.append(given.id)  # behind the pile's back
+    record, items, order = given.to_dict(), dict(manager.messages._items), list(manager.progression)
+
+    def add() -> Message:
+        if asynchronous:
+            return asyncio.run(manager.a_add_message(**arguments(given)))
+        return manager.add_message(**arguments(given))
+
+    stray = f"^the pile is out of step with its progression: its progression orders {given.id}, which the pile"
+    with pytest.raises(ValueError, match=stray) as raised:
+        add()
+    assert raised.type is ValueError
+    assert given.to_dict() == record
+    assert (dict(manager.messages._items), list(manager.progression), seen) == (items, order, [first])
+
+
+def test_set_system_of_a_system_whose_id_the_order_names_behind_the_piles_back_says_so() -> None:
+    manager = MessageManager(system=System(content={"system_message": "old"}))
+    given = System(content={"system_message": "new"})
+    manager.progression.append(given.id)
+    items, order = dict(manager.messages._items), list(manager.progression)
+    stray = f"^the pile is out of step with its progression: its progression orders {given.id}"
+    with pytest.raises(ValueError, match=stray):
+        manager.set_system(given)
+    assert (dict(manager.messages._items), list(manager.progression)) == (items, order)
+
+
 def test_an_order_leaving_every_held_message_out_names_no_system() -> None:
     system = System(content={"system_message": "S"})
     manager = MessageManager(system=system)

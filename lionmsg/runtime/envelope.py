@@ -79,8 +79,8 @@ def _record_of_own(data: Any) -> Any:
         return data  # from_dict's own TypeError
     content = data.get("content")
     metadata = data.get("metadata")
-    own_content = owned_copy(content) if type(content) in _CONTAINERS else content
-    own_metadata = owned_copy(metadata) if _holds_containers(metadata) else metadata
+    own_content = owned_copy(content) if _is_container(content) else content
+    own_metadata = _owned_metadata(metadata) if _holds_containers(metadata) else metadata
     if own_content is content and own_metadata is metadata:
         return data
     record = dict(data)
@@ -98,19 +98,35 @@ def _own_loaded_values(message: Any) -> None:
     content = values["content"]
     if isinstance(content, MessageContent):
         content._own_containers()
-    elif type(content) in _CONTAINERS:
+    elif _is_container(content):
         values["content"] = owned_copy(content)
     metadata = values["metadata"]
     if metadata and _holds_containers(metadata):  # usually empty: the class name is not kept in it
         values["metadata"] = owned_copy(metadata)
 
 
+def _is_container(value: Any) -> bool:
+    """Whether a record's value is a container its caller can go on changing: a list or dict, of a
+    subclass too (`json.loads(text, object_pairs_hook=OrderedDict)` makes every object one), or a
+    tuple or set that may hold them."""
+    return type(value) in _CONTAINERS or isinstance(value, _CONTAINER_KINDS)
+
+
 def _holds_containers(value: Any) -> bool:
-    """Whether a metadata dict holds a list or dict (the usual one holds the class name only)."""
-    return type(value) is dict and not all(type(item) in JSON_SCALARS for item in value.values())
+    """Whether a record's metadata needs a copy of its own: a dict holding a list or dict (the usual one
+    holds the class name only), or any other mapping."""
+    if type(value) is dict:
+        return not all(type(item) in JSON_SCALARS for item in value.values())
+    return isinstance(value, Mapping)
+
+
+def _owned_metadata(metadata: Any) -> dict[str, Any]:
+    # A mapping that is no dict (a mappingproxy, which deepcopy cannot copy) is read into a dict first.
+    return owned_copy(metadata if isinstance(metadata, dict) else dict(metadata))  # type: ignore[no-any-return]
 
 
 _CONTAINERS = (dict, list)
+_CONTAINER_KINDS = (Mapping, list, tuple, set, frozenset)
 
 
 def _merged_extra(metadata: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:

@@ -99,15 +99,15 @@ def _owner_id(owner: Any) -> UUID:
 
 
 def _text(value: Any) -> str | None:
-    """An address as text: a role's value, a UUID's canonical form, a name as is."""
+    """An address as the drop record writes it: a role's value, a UUID's canonical form, a name as is
+    (text `uuid.UUID()` would read, bare hex say, is a name in a message's address: review ai F1)."""
     if value is None:
         return None
-    if hasattr(value, "value"):
-        return str(value.value)
-    try:
-        return str(_owner_id(value))
-    except ValueError:
-        return str(value)
+    if isinstance(value, MessageRole):
+        return value.value
+    if isinstance(value, UUID):
+        return uuid_text(value)
+    return str(value)
 
 
 class Exchange(CopiedUnderLock, Element):

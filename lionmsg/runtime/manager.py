@@ -163,6 +163,7 @@ class MessageManager:
         self._history_changed("system")
 
     def _install_system(self, system: System) -> None:
+        self.messages._refuse_ordered_strangers([system])  # the out-of-step error, not the order's own
         current = self.system  # None when none is at index 0 (taken out or moved through the pile)
         if current is not None and current.id != system.id:
             if system.id in self.messages:
@@ -227,6 +228,8 @@ class MessageManager:
             _reject_arguments("add_message", arguments)
         observers = self.on_message_added
         if not observers:  # observers added meanwhile (by anyone) wait for the next message
+            if type(observers) is not list and observers is not None:  # None is none, as at construction;
+                check_observer_list(observers)  # {} or 0 put there is no list of observers, empty or not
             message, listeners_failed = self._commit(arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
             if listeners_failed is not None:
                 raise listeners_failed
@@ -259,8 +262,9 @@ class MessageManager:
             if not thread_lock.acquire(False):  # another thread holds the pile: wait, not block (False
                 await acquire_without_blocking_the_loop(thread_lock)  # by position: a keyword costs 1.4k)
             try:
-                if self.on_message_added:  # here, not before the wait: a hook put on the list meanwhile counts
-                    callable_preflight(self.on_message_added)
+                observers = self.on_message_added  # here, not before the wait: a hook put on it meanwhile counts
+                if observers or (type(observers) is not list and observers is not None):  # {} or 0 refused too
+                    callable_preflight(observers)
                 message, system = self._change(pile, arguments, "a_add_message")  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
                 if self._latest_change_began is not None:
                     self._note_change_ended()
@@ -295,12 +299,16 @@ class MessageManager:
         `caller` names its public method in errors."""
         if self._latest_change_began is not None:
             self._latest_change_began = changes_made(pile)
+        given = arguments.get("instruction")
+        if type(given) is Instruction:  # the one message the direct roads revise in place
+            _refuse_a_stranger(pile, given)
         direct = build_common(arguments)  # the usual calls: no kind to resolve (never a system message)
         if direct is not None:
             pile._update_holding_lock(direct)  # a revised instruction keeps its index
             return direct, False
         if arguments.get("system"):  # before the build, which may revise the given System in place
             self._refuse_async_listeners("system", f"{caller}(system=...)")
+        _refuse_revising_a_stranger(pile, arguments)
         pop = arguments.pop
         message = build_message(arguments, pop("sender", None), pop("recipient", None), pop("metadata", None))
         if isinstance(message, System):
@@ -469,6 +477,31 @@ class MessageManager:
 
 
 _RECORD_KEYS = frozenset({"messages", "system"})
+
+# The arguments that may give a message the call revises in place and adds (an action request given
+# with a tool's output is linked to the new response, not added).
+_REVISED_MESSAGE_ARGUMENTS = ("instruction", "system", "assistant_response", "action_response")
+
+
+def _refuse_revising_a_stranger(pile: Pile[Message], arguments: Mapping[str, Any]) -> None:
+    """The pile's out-of-step ValueError, before any builder revises a given message in place, when the
+    history's order names that message's id but its pile does not hold it (put there through
+    `manager.progression`, behind the pile's back): adding it would fail after the revision."""
+    names = list(_REVISED_MESSAGE_ARGUMENTS)
+    if arguments.get("action_output") is None and not arguments.get("action_response"):
+        names.append("action_request")
+    for name in names:
+        given = arguments.get(name)
+        # None and text, the usual values, first: pydantic's isinstance for a model class is a Python-level
+        # call that raises and catches an AttributeError for them (~2.5k instructions each).
+        if given is not None and type(given) is not str and isinstance(given, Message):
+            _refuse_a_stranger(pile, given)
+
+
+def _refuse_a_stranger(pile: Pile[Message], message: Message) -> None:
+    key = message.id.int
+    if key not in pile._items and key in pile._progression._ids._slot_of:
+        raise pile._out_of_step()
 
 
 def _refuse_unknown_keys(data: Mapping[str, Any]) -> None:

@@ -79,9 +79,11 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         for name, value in state.items():
             object.__setattr__(self, name, value)
         listed: list[Any] = [] if collections is None else self._as_items(collections)
-        if any(type(item) is dict for item in listed):  # records, as model_validate(model_dump()) passes them
+        # Records (any mapping), as model_validate(model_dump()) passes them: told apart by class, once.
+        record_kinds = {kind for kind in {type(item) for item in listed} if _is_record_kind(kind)}
+        if record_kinds:
             base = Element if types is None else tuple(types)
-            listed = [_load_item(base, item) if type(item) is dict else item for item in listed]
+            listed = [_load_item(base, item) if type(item) in record_kinds else item for item in listed]
         items: list[T] = listed
         self._check(items)
         for item in items:
@@ -357,7 +359,10 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         if self._admitted.get(type(items)):  # the common case, kept cheap: an element of an admitted class
             ident = items.id
             if ident.int not in self._items:
-                self._progression._ids.append(ident)  # straight to the storage: one call, not two
+                try:
+                    self._progression._ids.append(ident)  # straight to the storage: one call, not two
+                except ValueError:  # ordered already, behind the pile's back: say so, as include() does
+                    raise self._out_of_step() from None
             self._items[ident.int] = items
             return
         new = self._as_items(items)
@@ -612,6 +617,13 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         if self.strict_type:
             return kind in self._item_type
         return issubclass(kind, tuple(self._item_type))
+
+
+def _is_record_kind(kind: type) -> bool:
+    """Whether collection entries of this class are records to load: a dict, or any other mapping (an
+    OrderedDict from `json.loads(text, object_pairs_hook=OrderedDict)`, a mappingproxy), as from_dict
+    reads one."""
+    return kind is dict or issubclass(kind, Mapping)
 
 
 def _load_item(base: type[Element] | tuple[type[Element], ...], record: Any) -> Element:
