@@ -41,9 +41,11 @@ check: $(STAMP) ts-check
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The cross-language tests need node_modules and the compiled client.
+# The cross-language tests need node_modules and the compiled client. The suite runs in one worker
+# process per core (pytest-xdist); `make test WORKERS=0` runs it in this process, one test at a time.
+WORKERS ?= auto
 test: $(STAMP) ts-check
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(WORKERS)
 
 # The fuzz properties with many more examples than CI runs: make fuzz N=10000
 N ?= 2000

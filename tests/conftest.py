@@ -23,6 +23,15 @@ settings.register_profile("ci", deadline=None, max_examples=200, suppress_health
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+def value_id(value: Any) -> str:
+    """A parametrize id that reads as the value and is the same in every process (pytest-xdist's workers
+    must collect the same ids): its repr, but a bare `object()` or a model (whose repr holds a new id or
+    an address) by its class name."""
+    if type(value) is object or hasattr(type(value), "model_fields"):
+        return type(value).__name__
+    return repr(value)
+
+
 def fields_of(message: Any) -> dict[str, Any]:
     """Every model field of a record with its value, plus the concrete class: what "equal field by
     field" compares (record equality itself is by id only, as in LionAGI)."""

@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from lionmsg import AssistantResponse, Branch, Instruction, MessageManager, MessageRole, Pile, Progression, System
-from tests.conftest import assert_record_refused
+from tests.conftest import assert_record_refused, value_id
 
 
 def _branch() -> Branch:
@@ -282,7 +282,7 @@ def test_a_system_datetime_without_a_text_prompt_is_a_value_error() -> None:
         Branch(system=System(), system_datetime="2025")
 
 
-@pytest.mark.parametrize("system", [{"system_message": "S"}, 1, True, ["S"], Instruction()], ids=repr)
+@pytest.mark.parametrize("system", [{"system_message": "S"}, 1, True, ["S"], Instruction()], ids=value_id)
 def test_a_system_prompt_neither_text_nor_a_system_is_refused_as_add_message_refuses_it(system: Any) -> None:
     # LionAGI builds a System that cannot render; the ADR types the prompt as text.
     kind = type(system).__name__

@@ -34,7 +34,7 @@ from lionmsg import (
 )
 from lionmsg.runtime import fastpath
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH
-from tests.conftest import fields_of
+from tests.conftest import fields_of, value_id
 
 TYPED = [
     (System, MessageRole.SYSTEM, SystemContent),
@@ -195,7 +195,7 @@ def test_sender_recipient_normalization_on_assignment(field: str, given: Any, st
 INVALID_ADDRESSES = [123, 1.5, True, [1], {"a": 1}, b"x", object(), _HasId(5), _HasId("not-a-uuid")]
 
 
-@pytest.mark.parametrize("bad", INVALID_ADDRESSES, ids=repr)
+@pytest.mark.parametrize("bad", INVALID_ADDRESSES, ids=value_id)
 @pytest.mark.parametrize("field", ["sender", "recipient"])
 def test_invalid_sender_or_recipient_raises_value_error(field: str, bad: Any) -> None:
     with pytest.raises(ValueError, match="Invalid sender or recipient") as raised:
@@ -204,7 +204,7 @@ def test_invalid_sender_or_recipient_raises_value_error(field: str, bad: Any) ->
     assert raised.value.errors()[0]["loc"] == (field,)
 
 
-@pytest.mark.parametrize("bad", INVALID_ADDRESSES, ids=repr)
+@pytest.mark.parametrize("bad", INVALID_ADDRESSES, ids=value_id)
 def test_invalid_assignment_raises_and_changes_nothing(bad: Any) -> None:
     message = Instruction(sender="alice", recipient=SOME_UUID)
     before = fields_of(message)
@@ -282,7 +282,7 @@ def test_channel_must_be_a_string() -> None:
 # -- generic versus typed content -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("content", [{"a": 1}, [1, 2], 5, "text", (1, 2), None, object()], ids=repr)
+@pytest.mark.parametrize("content", [{"a": 1}, [1, 2], 5, "text", (1, 2), None, object()], ids=value_id)
 def test_generic_message_keeps_content_as_given(content: Any) -> None:
     assert Message(content=content).content is content
 
@@ -297,7 +297,7 @@ def test_typed_content_coercion(cls: type[Message], role: MessageRole, content_t
 
 
 @pytest.mark.parametrize(("cls", "role", "content_type"), TYPED)
-@pytest.mark.parametrize("bad", ["text", 5, [1], (1,), object()], ids=repr)
+@pytest.mark.parametrize("bad", ["text", 5, [1], (1,), object()], ids=value_id)
 def test_typed_content_rejects_other_values_with_type_error(
     cls: type[Message], role: MessageRole, content_type: type, bad: Any
 ) -> None:

@@ -50,6 +50,9 @@ def test_new_ids_when_another_thread_empties_the_pool_after_a_refill(monkeypatch
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork (POSIX)")
+# In a pytest-xdist worker the parent has execnet's threads, which 3.12+ warns of: the child takes no
+# lock they may hold (it draws an id, writes to a pipe and leaves by os._exit).
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_never_repeats_its_parents_ids() -> None:
     ids.new_uuid4()  # the parent now holds unused random numbers, which the child inherits
     reader, writer = os.pipe()
