@@ -144,6 +144,21 @@ def test_records_the_typescript_client_builds_load_in_python() -> None:
 _UUID = "00000000-0000-4000-8000-000000000001"
 
 
+@pytest.mark.parametrize("content", [{}, {"system_datetime": "2025-01-01T00:00"}, None], ids=["empty", "time", "none"])
+def test_the_typescript_client_reads_an_absent_system_prompt_as_the_schemas_default_as_python_does(
+    content: dict[str, Any] | None,
+) -> None:
+    # Review ak F2: the client described such a record as an empty prompt; Python sends the default one.
+    record: dict[str, Any] = {"id": _UUID, "created_at": 1.0, "metadata": {"lion_class": "System"}}
+    if content is not None:
+        record["content"] = content
+    assert _validator().is_valid(record)
+    (line,) = _node("client-records.mjs", "--describe", stdin=json.dumps(record) + "\n")
+    prompt = Message.from_dict(record).content.system_message  # type: ignore[union-attr]
+    assert prompt == "You are a helpful AI assistant. Let's think step by step."
+    assert (line["kind"], line["describe"]) == ("System", f"system prompt {json.dumps(prompt)}")
+
+
 def _with_image(image: str) -> dict[str, Any]:
     return {"id": _UUID, "created_at": 1.0, "metadata": {"lion_class": "Instruction"}, "content": {"images": [image]}}
 

@@ -1239,3 +1239,13 @@ def test_a_pile_out_of_step_with_its_shared_progression_says_so_where_it_would_f
         pile.model_dump()  # pydantic's own writer wraps it (PydanticSerializationError, a ValueError)
     pile.progression.append(second.id)
     assert [item.id for item in Pile.from_dict(pile.to_dict())] == [first.id, second.id]
+
+
+@pytest.mark.parametrize("dump", ["model_dump", "to_dict"])
+def test_include_and_exclude_choose_a_piles_parts_as_its_fields(dump: str) -> None:
+    # Review aj F2: the parts its serializer adds itself came back whatever the options said.
+    pile: Pile[Any] = Pile([Node(content="a")])
+    write = getattr(pile, dump)
+    assert set(write(include={"id"})) == {"id"}
+    assert set(write(include={"collections", "progression"})) == {"collections", "progression"}
+    assert not {"collections", "item_type"} & set(write(exclude={"collections", "item_type"}))

@@ -548,6 +548,23 @@ def _loc(error: ValidationError) -> tuple[Any, ...]:
     return tuple(error.errors()[0]["loc"])
 
 
+@pytest.mark.parametrize("dump", ["model_dump", "to_dict"])
+def test_include_and_exclude_reach_inside_a_messages_content_and_metadata(dump: str) -> None:
+    # Review aj F2: content and metadata are written by the library's serializers, which ignored them.
+    message = Instruction(content={"instruction": "x", "guidance": "g"}, metadata={"note": 1, "kept": 2})
+    write = getattr(message, dump)
+    assert write(exclude={"metadata": {"note"}})["metadata"] == {"kept": 2, "lion_class": "Instruction"}
+    assert write(include={"metadata": {"kept"}}) == {"metadata": {"kept": 2}}
+    assert write(exclude={"content": {"guidance"}})["content"] == {"instruction": "x"}
+    assert write(include={"content": {"instruction"}, "id": True}) == {
+        "id": str(message.id),
+        "content": {"instruction": "x"},
+    }
+    generic = Message(content={"a": 1, "b": 2})
+    assert getattr(generic, dump)(exclude={"content": {"b"}})["content"] == {"a": 1}
+    assert write() == message.to_dict(mode="json" if dump == "to_dict" else "python")  # no options: all of it
+
+
 @pytest.mark.parametrize(
     ("record", "loc"),
     [

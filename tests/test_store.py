@@ -4,8 +4,10 @@ in one file, and clear errors for bad input that change nothing."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import math
+import pickle
 import re
 import sqlite3
 import subprocess
@@ -734,6 +736,28 @@ def test_detach_stops_persisting_and_restores_the_manager(store: SQLiteStore, pa
     assert dump(path) == before
     store.attach(manager, "b")  # attachable again
     assert_same_history(store.load("b"), manager)
+
+
+@pytest.mark.parametrize(
+    "copy_it", [copy.deepcopy, lambda x: pickle.loads(pickle.dumps(x))], ids=["deepcopy", "pickle"]
+)
+def test_an_attached_history_is_not_copied_and_a_detached_one_is(store: SQLiteStore, path: Path, copy_it: Any) -> None:
+    # Review aj: the copy reached the store's connection and lock ("cannot pickle '_thread.RLock'").
+    branch = Branch(system="s")
+    branch.msgs.add_message(instruction="kept")
+    attachment = store.attach(branch, "b")
+    before = dump(path)
+    refused = r"^a history attached to a store is not copied or pickled \(<Attachment attached: branch 'b' of"
+    for attached in (branch, branch.msgs):
+        with pytest.raises(TypeError, match=refused):
+            copy_it(attached)
+    assert dump(path) == before
+    assert attachment.attached
+    assert branch.msgs.on_message_added[0] is attachment
+    attachment.detach()
+    copied = copy_it(branch)
+    assert [m.id for m in copied.messages] == [m.id for m in branch.messages]
+    assert not any(isinstance(hook, Attachment) for hook in copied.msgs.on_message_added)
 
 
 def test_a_detached_attachment_cannot_sync_over_the_history_attached_after_it(store: SQLiteStore, path: Path) -> None:

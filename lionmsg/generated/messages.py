@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field, field_serializer, field_validator
+from pydantic import Field, FieldSerializationInfo, field_serializer, field_validator
 
 from lionmsg.runtime.addressing import SenderRecipient, normalize_address
 from lionmsg.runtime.content.base import MessageContent
+from lionmsg.runtime.element import chosen_keys
 from lionmsg.runtime.envelope import MessageBehaviour, coerce_content
 from lionmsg.runtime.kinds import ActionRequestKind, ActionResponseKind, AssistantResponseKind
 
@@ -80,8 +81,8 @@ class System(Message):
         return coerce_content(SystemContent, value)
 
     @field_serializer("content")
-    def _serialize_content(self, value: SystemContent) -> dict[str, Any]:
-        return value.to_dict()
+    def _serialize_content(self, value: SystemContent, info: FieldSerializationInfo) -> dict[str, Any]:
+        return chosen_keys(value.to_dict(), info.include, info.exclude)
 
 
 class Instruction(Message):
@@ -98,8 +99,8 @@ class Instruction(Message):
         return coerce_content(InstructionContent, value)
 
     @field_serializer("content")
-    def _serialize_content(self, value: InstructionContent) -> dict[str, Any]:
-        return value.to_dict()
+    def _serialize_content(self, value: InstructionContent, info: FieldSerializationInfo) -> dict[str, Any]:
+        return chosen_keys(value.to_dict(), info.include, info.exclude)
 
 
 class AssistantResponse(AssistantResponseKind, Message):
@@ -120,8 +121,8 @@ class AssistantResponse(AssistantResponseKind, Message):
         return coerce_content(AssistantResponseContent, value)
 
     @field_serializer("content")
-    def _serialize_content(self, value: AssistantResponseContent) -> dict[str, Any]:
-        return value.to_dict()
+    def _serialize_content(self, value: AssistantResponseContent, info: FieldSerializationInfo) -> dict[str, Any]:
+        return chosen_keys(value.to_dict(), info.include, info.exclude)
 
 
 class ActionRequest(ActionRequestKind, Message):
@@ -138,8 +139,8 @@ class ActionRequest(ActionRequestKind, Message):
         return coerce_content(ActionRequestContent, value)
 
     @field_serializer("content")
-    def _serialize_content(self, value: ActionRequestContent) -> dict[str, Any]:
-        return value.to_dict()
+    def _serialize_content(self, value: ActionRequestContent, info: FieldSerializationInfo) -> dict[str, Any]:
+        return chosen_keys(value.to_dict(), info.include, info.exclude)
 
 
 class ActionResponse(ActionResponseKind, Message):
@@ -156,8 +157,8 @@ class ActionResponse(ActionResponseKind, Message):
         return coerce_content(ActionResponseContent, value)
 
     @field_serializer("content")
-    def _serialize_content(self, value: ActionResponseContent) -> dict[str, Any]:
-        return value.to_dict()
+    def _serialize_content(self, value: ActionResponseContent, info: FieldSerializationInfo) -> dict[str, Any]:
+        return chosen_keys(value.to_dict(), info.include, info.exclude)
 
 
 LION_CLASSES: dict[str, type[Message]] = {

@@ -13,7 +13,7 @@ from lionmsg.generated.messages import Message, System
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
 from lionmsg.runtime.callbacks import MessageCallback
-from lionmsg.runtime.element import Element, part_of_record, parts_later, record_error
+from lionmsg.runtime.element import Element, chosen_parts, part_of_record, parts_later, record_error
 from lionmsg.runtime.fastpath import dump_address
 from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.manager import MessageManager, refuse_misplaced_system
@@ -252,6 +252,8 @@ class Branch(Element):
         record: dict[str, Any] = handler(self)
         view = self.metadata.get(CURRENT_PROGRESSION)  # as it is: writing a record changes nothing
         metadata = record.get("metadata")  # absent when model_dump(exclude=...) leaves it out
+        if metadata is not None and CURRENT_PROGRESSION not in metadata:  # the view excluded by the options
+            metadata = None
         if metadata is not None and isinstance(view, Progression):
             metadata[CURRENT_PROGRESSION] = view.model_dump(mode=info.mode)
         elif metadata is not None and isinstance(view, (list, tuple)):
@@ -263,7 +265,7 @@ class Branch(Element):
                 metadata[CURRENT_PROGRESSION] = [uuid_text(ident) for ident in listed]
         if not parts_later(info):
             self._add_part_records(record, info.mode)
-        return record
+        return chosen_parts(record, info)
 
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
         # In the asked mode, unchecked: to_dict checks the whole record (naming `$.messages...`), and a

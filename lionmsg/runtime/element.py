@@ -20,6 +20,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    FieldSerializationInfo,
     ValidationError,
     WithJsonSchema,
     field_serializer,
@@ -49,6 +50,14 @@ E = TypeVar("E", bound="Element")
 
 _PARTS_LATER_KEY = "lionmsg_parts_later"
 _PARTS_LATER: dict[str, Any] = {_PARTS_LATER_KEY: True}  # the serialization context that says so
+
+
+def chosen_parts(record: dict[str, Any], info: Any) -> dict[str, Any]:
+    """A container's record as its serializer returns it: the parts it added itself (which pydantic's
+    `include`/`exclude` do not reach) left out as those options say, as its fields are."""
+    if info.include is None and info.exclude is None:
+        return record
+    return chosen_keys(record, info.include, info.exclude)
 
 
 def parts_later(info: Any) -> bool:
@@ -176,8 +185,11 @@ class Element(BaseModel):
     # `dict[Any, Any]`: pydantic writes the keys of a `dict[str, ...]` return lossily, a lone surrogate as
     # three U+FFFD, where an untyped key is an error (`model_dump` then keeps it).
     @field_serializer("metadata")
-    def _write_lion_class(self, value: dict[str, Any]) -> dict[Any, Any]:
-        return {**value, "lion_class": type(self).__name__}
+    def _write_lion_class(self, value: dict[str, Any], info: FieldSerializationInfo) -> dict[Any, Any]:
+        written = {**value, "lion_class": type(self).__name__}
+        if info.include is None and info.exclude is None:
+            return written
+        return chosen_keys(written, info.include, info.exclude)  # `exclude={"metadata": {"note"}}`
 
     @field_serializer("id")
     def _write_id(self, value: UUID) -> UuidText:
@@ -214,9 +226,7 @@ class Element(BaseModel):
         which `from_dict` may not load."""
         check_mode(mode)
         try:
-            record = (
-                _chosen(self.model_dump(mode=mode, **options), options) if options else self._unchecked_record(mode)
-            )
+            record = self.model_dump(mode=mode, **options) if options else self._unchecked_record(mode)
         except RecursionError:
             raise ValueError(UNWRITABLE_DEPTH) from None
         if mode == "json":
@@ -370,10 +380,11 @@ def jsonable_keeping_keys(value: Any) -> Any:
     return to_jsonable_python(value)
 
 
-def _chosen(record: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
-    """A dump's top-level keys as `include`/`exclude` choose them: pydantic applies them to fields, but a
-    container's serializer adds its parts (a pile's `collections`, a branch's `messages`) itself."""
-    include, exclude = options.get("include"), options.get("exclude")
+def chosen_keys(record: dict[str, Any], include: Any, exclude: Any) -> dict[str, Any]:
+    """`record`'s keys as `include`/`exclude` choose them, in pydantic's forms (a set of names, or a dict
+    of names to True or to what to choose inside): what a serializer that builds a dict itself (a
+    container's parts, content, metadata with its class name) applies, since pydantic cannot reach
+    into it. What they say of a level further in is not applied."""
     if include is not None:
         record = {key: value for key, value in record.items() if key in include}
     if isinstance(exclude, Mapping):  # {name: True} leaves a key out; {name: {...}} reaches inside it

@@ -13,13 +13,20 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, WithJsonSchema, computed_field, field_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    FieldSerializationInfo,
+    WithJsonSchema,
+    computed_field,
+    field_serializer,
+    model_validator,
+)
 
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
 from lionmsg.runtime.concepts import Sendable
 from lionmsg.runtime.content.base import MessageContent, copy_value, owned_copy
-from lionmsg.runtime.element import Node, check_embedding, element_class, record_error
+from lionmsg.runtime.element import Node, check_embedding, chosen_keys, element_class, record_error
 from lionmsg.runtime.fastpath import (
     ENVELOPE_CLASSES,
     ENVELOPE_FIELDS,
@@ -218,11 +225,14 @@ class MessageBehaviour(Node, Sendable):
         return data
 
     @field_serializer("content")
-    def _serialize_content(self, value: Any) -> Any:
+    def _serialize_content(self, value: Any, info: FieldSerializationInfo) -> Any:
         # Generic content may be a kind's content object (Exchange traffic carries them): it is
         # written as its record, as `to_dict` writes it; anything else as pydantic writes any value.
         # The typed kinds override this (same name).
-        return value.to_dict() if isinstance(value, MessageContent) else value
+        written = value.to_dict() if isinstance(value, MessageContent) else value
+        if type(written) is dict and (info.include is not None or info.exclude is not None):
+            return chosen_keys(written, info.include, info.exclude)
+        return written
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -39,7 +39,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from lionmsg.generated.messages import Message
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.content.base import MessageContent, copy_value
-from lionmsg.runtime.element import Element, part_of_record, parts_later, record_error
+from lionmsg.runtime.element import Element, chosen_parts, part_of_record, parts_later, record_error
 from lionmsg.runtime.fastpath import assemble, message_copies
 from lionmsg.runtime.fieldsets import SharedFieldsSet, set_fields_set
 from lionmsg.runtime.flow import Flow, inbox_name
@@ -394,7 +394,7 @@ class Exchange(CopiedUnderLock, Element):
                 self._add_part_records(record, info.mode)
             record["dropped"] = [asdict(item) for item in self._dropped]
             record["drop_counts"] = dict(self._drop_counts)
-        return record
+        return chosen_parts(record, info)
 
     def _unchecked_record(self, mode: str) -> dict[str, Any]:
         with self._lock:  # the record and its parts' records as of one moment

@@ -14,7 +14,7 @@ from uuid import UUID
 from pydantic import SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from lionmsg.generated.messages import Message
-from lionmsg.runtime.element import Element, part_of_record, parts_later, record_error
+from lionmsg.runtime.element import Element, chosen_parts, part_of_record, parts_later, record_error
 from lionmsg.runtime.ids import uuid_from_int, uuid_text
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import OrderedIds, Progression, to_uuid
@@ -411,7 +411,7 @@ class Flow(CopiedUnderLock, Element):
             record: dict[str, Any] = handler(self)
             if not parts_later(info):
                 self._add_part_records(record, info.mode)
-        return record
+        return chosen_parts(record, info)
 
     def _unchecked_record(self, mode: str) -> dict[str, Any]:
         with self._storage.lock:  # the record and its parts' records as of one moment

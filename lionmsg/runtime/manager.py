@@ -304,6 +304,8 @@ class MessageManager:
             _refuse_a_stranger(pile, given)
         direct = build_common(arguments)  # the usual calls: no kind to resolve (never a system message)
         if direct is not None:
+            if type(direct) is not Instruction and len(arguments) == 1 and next(iter(arguments.values())) is direct:
+                _refuse_a_stranger(pile, direct)  # a reply or tool call given alone: kept as it is, not revised
             pile._update_holding_lock(direct)  # a revised instruction keeps its index
             return direct, False
         if arguments.get("system"):  # before the build, which may revise the given System in place
@@ -485,8 +487,8 @@ _REVISED_MESSAGE_ARGUMENTS = ("instruction", "system", "assistant_response", "ac
 
 def _refuse_revising_a_stranger(pile: Pile[Message], arguments: Mapping[str, Any]) -> None:
     """The pile's out-of-step ValueError, before any builder revises a given message in place, when the
-    history's order names that message's id but its pile does not hold it (put there through
-    `manager.progression`, behind the pile's back): adding it would fail after the revision."""
+    history's order names that message's id but its pile does not hold it, or the pile holds it but its
+    order leaves it out (changed through `manager.progression`, behind the pile's back)."""
     names = list(_REVISED_MESSAGE_ARGUMENTS)
     if arguments.get("action_output") is None and not arguments.get("action_response"):
         names.append("action_request")
@@ -499,8 +501,10 @@ def _refuse_revising_a_stranger(pile: Pile[Message], arguments: Mapping[str, Any
 
 
 def _refuse_a_stranger(pile: Pile[Message], message: Message) -> None:
+    # Either way out of step: ordered but not held (adding it would fail midway), or held but left out
+    # of the order (a replacement would have no index, and the observers that place it none to read).
     key = message.id.int
-    if key not in pile._items and key in pile._progression._ids._slot_of:
+    if (key in pile._items) is not (key in pile._progression._ids._slot_of):
         raise pile._out_of_step()
 
 

@@ -12,7 +12,15 @@ from uuid import UUID
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from lionmsg.runtime.element import Element, element_class, library_loader, part_of_record, parts_later, record_error
+from lionmsg.runtime.element import (
+    Element,
+    chosen_parts,
+    element_class,
+    library_loader,
+    part_of_record,
+    parts_later,
+    record_error,
+)
 from lionmsg.runtime.progression import Progression, to_uuid
 from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock
 
@@ -513,7 +521,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                 self._add_part_records(record, info.mode)
             record["progression"] = self._progression.model_dump(mode=info.mode)
         record["item_type"] = None if self._item_type is None else sorted(t.__name__ for t in self._item_type)
-        return record
+        return chosen_parts(record, info)
 
     def _unchecked_record(self, mode: str) -> dict[str, Any]:
         with self._lock:  # the record and its parts' records as of one moment

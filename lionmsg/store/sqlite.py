@@ -66,7 +66,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 from uuid import UUID, uuid4
 
 from lionmsg.generated.messages import ActionRequest, ActionResponse, Message, System
@@ -167,6 +167,15 @@ class Attachment:
     def __repr__(self) -> str:
         state = "attached" if self.attached else "detached"
         return f"<Attachment {state}: branch {self.branch_id!r} of store {self.store.path!r}>"
+
+    def __reduce__(self) -> NoReturn:
+        # copy.deepcopy and pickle of a history reach its observers: a copy of this one would be a second
+        # writer of the stored branch (and an open connection cannot be copied). Said plainly, rather
+        # than as "cannot pickle '_thread.RLock' object" from somewhere inside the store.
+        raise TypeError(
+            f"a history attached to a store is not copied or pickled ({self!r}): copy its record "
+            "(from_dict(x.to_dict())), or detach it first"
+        )
 
 
 class SQLiteStore:

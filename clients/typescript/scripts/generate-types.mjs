@@ -17,7 +17,7 @@
 // The output is not committed: it is generated before every type check (`make ts-check`), so it can
 // never drift from the schemas. It is deterministic all the same (no timestamps, prettier-formatted).
 
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { compile } from "json-schema-to-typescript";
@@ -106,6 +106,29 @@ const lionmsgResolver = {
   },
 };
 
+// The `default`s the types leave out are what a reader takes for an absent field (a System record
+// without `system_message` says the default prompt, as Python reads it): emitted as one constant, by
+// schema title and property, from every schema file in a fixed order.
+function schemaDefaults() {
+  const files = ["envelope.schema.json"];
+  for (const dir of ["messages", "content"]) {
+    for (const name of readdirSync(join(SCHEMA_DIR, dir)).sort()) files.push(`${dir}/${name}`);
+  }
+  const defaults = {};
+  for (const path of files) {
+    const schema = readSchema(path);
+    const found = Object.entries(schema.properties ?? {}).filter(([, sub]) => "default" in sub);
+    if (found.length) defaults[schema.title] = Object.fromEntries(found.map(([name, sub]) => [name, sub.default]));
+  }
+  return [
+    "",
+    "/** The schemas' `default`s by schema title and property: a reader's value for a field a record leaves",
+    " * out (a kind's own, then the `Envelope`'s). The types above leave `default` out (an annotation). */",
+    `export const DEFAULTS = ${JSON.stringify(defaults, null, 2)} as const;`,
+    "",
+  ].join("\n");
+}
+
 async function main() {
   const { out } = parseArgs(process.argv.slice(2));
   const body = await compile(forTypes(readSchema(ROOT)), "LionRecord", {
@@ -122,7 +145,7 @@ async function main() {
     style: { printWidth: 110 },
   });
   mkdirSync(dirname(out), { recursive: true });
-  writeFileSync(out, body);
+  writeFileSync(out, body + schemaDefaults());
   console.log(`wrote ${relative(process.cwd(), out)}`);
 }
 

@@ -25,6 +25,7 @@ import type {
   System,
   SystemContent,
 } from "./generated/lionmsg.js";
+import { DEFAULTS } from "./generated/lionmsg.js";
 
 /** The record kinds by class name: what `metadata.lion_class` names. */
 export interface Kinds {
@@ -140,7 +141,8 @@ export function describe(record: LionRecord): string {
     case "Message":
       return `message ${JSON.stringify(tagged.record.content ?? null)}`;
     case "System":
-      return `system prompt ${JSON.stringify(tagged.record.content?.system_message ?? "")}`;
+      // An absent prompt is the schema's default one, as Python reads the record and sends it.
+      return `system prompt ${JSON.stringify(tagged.record.content?.system_message ?? DEFAULTS.SystemContent.system_message)}`;
     case "Instruction": {
       const content = tagged.record.content;
       const images = content?.images?.length ?? 0;
