@@ -235,9 +235,6 @@ def _entries(path: str, text: str) -> Iterator[_Entry]:
     except json.JSONDecodeError as error:
         yield _Entry(f"{label}:{error.lineno}", syntax_error=f"not valid JSON: {error.msg} (column {error.colno})")
         return
-    except ValueError as error:
-        yield _Entry(label, syntax_error=f"not valid JSON: {error}")
-        return
     yield from _document_entries(label, document)
 
 
@@ -251,8 +248,6 @@ def _json_lines(label: str, text: str) -> Iterator[_Entry]:
             yield _Entry(f"{label}:{number}", loads_json(line))
         except json.JSONDecodeError as error:
             yield _Entry(f"{label}:{number}", syntax_error=f"not valid JSON: {error.msg} (column {error.colno})")
-        except ValueError as error:
-            yield _Entry(f"{label}:{number}", syntax_error=f"not valid JSON: {error}")
 
 
 def _document_entries(label: str, document: Any) -> Iterator[_Entry]:

@@ -298,28 +298,49 @@ def test_validate_an_empty_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "message"),
+    ("literal", "message"),
     [
-        ('{"id": "x", "created_at": 1e400}', "1e400 is out of range for a JSON number"),
-        ('{"id": "x", "created_at": NaN}', "NaN is not a JSON value"),
-        ('{"id": "x", "created_at": -Infinity}', "-Infinity is not a JSON value"),
+        ("1e400", "1e400 is out of range for a JSON number"),
+        ("-2.5E+999", "-2.5E+999 is out of range for a JSON number"),
+        ("NaN", "NaN is not a JSON value"),
+        ("-Infinity", "-Infinity is not a JSON value"),
     ],
 )
-def test_validate_numbers_json_does_not_have_are_syntax_errors(tmp_path: Path, text: str, message: str) -> None:
+def test_validate_numbers_json_does_not_have_are_syntax_errors_at_their_place(
+    tmp_path: Path, literal: str, message: str
+) -> None:
+    """The strict checks' refusals are placed as the decoder's own syntax errors are: line and column of
+    the literal, past look-alikes inside strings and numbers a double holds."""
     path = tmp_path / "record.json"
-    path.write_text(text, encoding="utf-8")
-    assert run("validate", path) == (1, f"{path}: not valid JSON: {message}\n" + summary(1, 1))
+    path.write_text(
+        f'[\n  {{"id": "NaN [1e400", "n": 1.5e300}},\n  {{"id": "x",\n   "created_at": {literal}}}\n]', "utf-8"
+    )
+    assert run("validate", path) == (1, f"{path}:4: not valid JSON: {message} (column 18)\n" + summary(1, 1))
+    lines = tmp_path / "records.jsonl"
+    lines.write_text(f'\n{{"id": "Infinity", "created_at": {literal}}}\n', "utf-8")
+    assert run("validate", lines) == (1, f"{lines}:2: not valid JSON: {message} (column 34)\n" + summary(1, 1))
 
 
 @pytest.mark.parametrize("name", ["deep.json", "deep.jsonl"])
-def test_validate_json_nested_too_deeply_is_a_syntax_error_not_a_crash(tmp_path: Path, name: str) -> None:
+def test_validate_json_nested_too_deeply_is_a_syntax_error_at_the_bracket_not_read(tmp_path: Path, name: str) -> None:
+    """Placed at the first bracket deeper than the decoder reads (loads_json's own test pins which one:
+    how deep the decoder reads depends on the stack under it)."""
     path = tmp_path / name
-    path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
-    where = f"{path}:1" if name.endswith(".jsonl") else str(path)
-    assert run("validate", path) == (
-        1,
-        f"{where}: not valid JSON: arrays and objects nested too deeply to read\n" + summary(1, 1),
+    if name.endswith(".jsonl"):
+        path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+        line, column = r"1", r"(\d+)"
+    else:  # one bracket a line: the line is the depth
+        path.write_text("[\n" * 100_000 + "]" * 100_000, encoding="utf-8")
+        line, column = r"(\d+)", r"1"
+    status, out = run("validate", path)
+    found = re.fullmatch(
+        rf"{re.escape(str(path))}:{line}: not valid JSON: arrays and objects nested too deeply to read"
+        + rf" \(column {column}\)\n{re.escape(summary(1, 1))}",
+        out,
     )
+    assert status == 1
+    assert found is not None, out
+    assert 500 < int(found.group(1)) < 100_000
 
 
 def test_validate_an_integer_beyond_a_double_is_invalid_not_a_crash(tmp_path: Path) -> None:
@@ -434,11 +455,6 @@ def test_validate_reads_an_array_from_stdin_item_by_item(monkeypatch: pytest.Mon
         ("\n  \n", 0, summary(0, 0)),
         (json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n", 0, summary(2, 0)),  # two values: JSON Lines
         ("[1,\n", 1, "-:1: not valid JSON: Expecting value (column 4)\n" + summary(1, 1)),
-        (
-            "[" * 100_000 + "]" * 100_000,
-            1,
-            "-:1: not valid JSON: arrays and objects nested too deeply to read\n" + summary(1, 1),
-        ),
     ],
 )
 def test_validate_stdin_that_is_not_one_json_value_is_json_lines(
@@ -446,6 +462,19 @@ def test_validate_stdin_that_is_not_one_json_value_is_json_lines(
 ) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO(text))
     assert run("validate", "-") == (status, expected)
+
+
+def test_validate_stdin_nested_too_deeply_is_a_line_that_is_not_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("[" * 100_000 + "]" * 100_000))
+    status, out = run("validate", "-")
+    found = re.fullmatch(
+        r"-:1: not valid JSON: arrays and objects nested too deeply to read \(column (\d+)\)\n"
+        + re.escape(summary(1, 1)),
+        out,
+    )
+    assert status == 1
+    assert found is not None, out
+    assert 500 < int(found.group(1)) < 100_000
 
 
 def test_validate_closed_stdin_is_an_unreadable_input(

@@ -78,6 +78,11 @@ ACCEPTED_TEXT: list[tuple[str, dict[str, Any]]] = [
     ("{outer: {inner: [1, 2]}, _private: true, c: null}", {"outer": {"inner": [1, 2]}, "_private": True, "c": None}),
     ("{null: 1, True: 2}", {"null": 1, "True": 2}),
     ('{ключ: "значение"}', {"ключ": "значение"}),
+    # Names joined by "-" or ".", as LionAGI reads them; the rest of the text stays where it was.
+    (
+        '{max-tokens: 5, user.name: "x", a-1.b_c: -2, x: 1.5}',
+        {"max-tokens": 5, "user.name": "x", "a-1.b_c": -2, "x": 1.5},
+    ),
     # Mixed quoting, raw line breaks in strings, everything at once.
     (
         "{\"a\": 'single', 'b': \"double\", c: 'it\"s', 'd': \"don't\"}",
@@ -236,6 +241,8 @@ def test_refused(value: Any) -> None:
         ("'text'", f"{REFUSED}: expected a JSON object, got a string"),
         ("None", f"{REFUSED}: expected a JSON object, got null"),
         ("not json", f"{REFUSED}: unexpected name 'not' at position 0"),
+        ("{a: b-c}", f"{REFUSED}: unexpected name 'b-c' at position 4"),  # a joined name is a key only
+        ("{a-: 1}", f"{REFUSED}: unexpected name 'a' at position 1"),  # nothing after the joint: no name
         ("{'a': 1", f"{REFUSED}: Expecting ',' delimiter"),
         ("{'a: 1}", f"{REFUSED}: unterminated string at position 1"),
         (5, f"{REFUSED}: unsupported type int"),

@@ -682,7 +682,7 @@ def test_loads_json_reads_and_refuses_what_json_loads_does_for_finite_documents(
     try:
         expected: Any = json.loads(document)
     except RecursionError:
-        with pytest.raises(ValueError, match=r"^arrays and objects nested too deeply to read$"):
+        with pytest.raises(json.JSONDecodeError, match=r"^arrays and objects nested too deeply to read: line 1 column"):
             loads_json(document)
         return
     except ValueError as error:
@@ -690,6 +690,40 @@ def test_loads_json_reads_and_refuses_what_json_loads_does_for_finite_documents(
             loads_json(document)
         return
     assert loads_json(document) == expected
+
+
+@pytest.mark.parametrize(
+    ("literal", "message"),
+    [
+        ("NaN", "NaN is not a JSON value"),
+        ("Infinity", "Infinity is not a JSON value"),
+        ("-Infinity", "-Infinity is not a JSON value"),
+        ("1e400", "1e400 is out of range for a JSON number"),
+        ("-0.5e999", "-0.5e999 is out of range for a JSON number"),
+    ],
+)
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_loads_json_places_the_literals_it_refuses(literal: str, message: str, as_bytes: bool) -> None:
+    """Its hooks get no place from the decoder; the error names the literal's, past look-alikes inside
+    strings (escaped quotes included) and numbers a double holds."""
+    document = '{"a": ["NaN", "\\"Infinity 1e400", 1.5e308, -1e-400, 12345678901234567890],\n "b": ' + literal + "}"
+    with pytest.raises(json.JSONDecodeError) as caught:
+        loads_json(document.encode() if as_bytes else document)
+    assert (caught.value.msg, caught.value.lineno, caught.value.colno) == (message, 2, 7)
+    assert str(caught.value) == f"{message}: line 2 column 7 (char {document.index(literal, 70)})"
+
+
+def test_loads_json_places_too_deep_at_the_first_bracket_it_does_not_read() -> None:
+    """How deep the decoder reads depends on the stack under it; from one caller, the place named is the
+    first bracket past what that caller can read (each call here from the same frame)."""
+    with pytest.raises(json.JSONDecodeError, match=r"^arrays and objects nested too deeply to read: line 1") as caught:
+        loads_json(" " + '[{"a": ' * 50_000 + "1" + "}]" * 50_000)
+    unit, offset = divmod(caught.value.pos - 1, len('[{"a": '))  # two levels a unit, both brackets first
+    assert offset in (0, 1)  # at "[" or "{"
+    readable = 2 * unit + offset  # the levels before the bracket named
+    assert loads_json(" " + "[" * readable + "]" * readable) is not None
+    with pytest.raises(json.JSONDecodeError, match=f"column {readable + 2} "):
+        loads_json(" " + "[" * (readable + 1) + "]" * (readable + 1))
 
 
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])

@@ -379,12 +379,7 @@ INVALID: list[tuple[str, bytes, str]] = [
         b'{"format": "lionmsg-snapshot",\n "version": 1,\n "ki',
         "not JSON (Unterminated string starting at: line 3 column 2 (char 47))",
     ),
-    ("NaN", b'{"format": NaN}', "not JSON (NaN is not a JSON value)"),
-    (
-        "nested too deeply",
-        b'{"format": "lionmsg-snapshot", "version": 1, "kind": "Branch", "data": ' + b"[" * 100_000,
-        "not JSON (arrays and objects nested too deeply to read)",
-    ),
+    ("NaN", b'{"format": NaN}', "not JSON (NaN is not a JSON value: line 1 column 12 (char 11))"),
     ("latin-1", '{"é": 1}'.encode("latin-1"), "not UTF-8 text (invalid continuation byte at byte 2)"),
     ("a list", b"[]", 'not a lionmsg snapshot (no "format": "lionmsg-snapshot")'),
     ("a record", json.dumps(Message().to_dict()).encode(), 'not a lionmsg snapshot (no "format": "lionmsg-snapshot")'),
@@ -435,6 +430,29 @@ def test_an_invalid_file_is_named_and_left_as_it_is(tmp_path: Path, content: byt
     assert caught.value.path == str(path)
     assert caught.value.reason == reason
     assert isinstance(caught.value, ValueError)
+    assert path.read_bytes() == content
+
+
+def test_a_file_nested_too_deeply_is_named_with_the_place_reading_stopped(tmp_path: Path) -> None:
+    """How deep the decoder reads depends on the stack under it, so the column is only bounded here
+    (loads_json's own test pins it)."""
+    path = tmp_path / "bad.json"
+    content = b'{"format": "lionmsg-snapshot", "version": 1, "kind": "Branch", "data": ' + b"[" * 100_000
+    path.write_bytes(content)
+    with pytest.raises(SnapshotError) as caught:
+        load_snapshot(path)
+    found = re.fullmatch(
+        r"not JSON \(arrays and objects nested too deeply to read: line 1 column (\d+) \(char \d+\)\)",
+        caught.value.reason,
+    )
+    assert found is not None, caught.value.reason
+    assert (
+        500
+        < int(found.group(1)) - len(b'{"format": "lionmsg-snapshot", "version": 1, "kind": "Branch", "data": ')
+        < 100_000
+    )
+    assert re.fullmatch(named(path, caught.value.reason), str(caught.value))
+    assert caught.value.path == str(path)
     assert path.read_bytes() == content
 
 

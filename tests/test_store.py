@@ -929,8 +929,13 @@ def corrupt_cases(message: Message) -> list[tuple[str, str, Any, str]]:
     as_system = system().to_dict() | {"id": target}
     return [
         ("invalid JSON", "record = ?", '{"id": ', "not JSON (Expecting value: line 1 column 8 (char 7))"),
-        ("NaN", "record = ?", '{"x": NaN}', "not JSON (NaN is not a JSON value)"),
-        ("too deep", "record = ?", "[" * 100_000, "not JSON (arrays and objects nested too deeply to read)"),
+        ("NaN", "record = ?", '{"x": NaN}', "not JSON (NaN is not a JSON value: line 1 column 7 (char 6))"),
+        (
+            "too deep",
+            "record = ?",
+            "[" * 100_000,
+            "not JSON (arrays and objects nested too deeply to read: line 1 column ",
+        ),
         ("a blob", "record = ?", b"\x00\x01", "the record is a bytes, not JSON text"),
         ("unknown class", "record = ?", json.dumps(wrong_class), "not a valid message record: 1 validation error"),
         ("bad content", "record = ?", json.dumps(bad_content), "not a valid message record: 1 validation error"),

@@ -18,8 +18,9 @@ with three backticks), so prose around a fence is ignored:
 2. the lenient grammar: JSON plus single-quoted strings with Python escapes (`'it\\'s'`, `'\\x41'`; a
    double-quoted string takes them too where JSON rejects its escapes),
    `True`/`False`/`None`, parentheses as arrays (Python tuples), trailing commas at any depth, and
-   identifier and number keys (`{a: 1, b_2: "x", 3: 4}`; an identifier or number before `:` is always a
-   key, its text as written, so `{null: 1}` is `{"null": 1}` and `{1: 2}` is `{"1": 2}`, as LionAGI).
+   identifier and number keys (`{a: 1, b_2: "x", 3: 4}`, and identifiers joined by `-` or `.`:
+   `{max-tokens: 5, user.name: "x"}`; an identifier or number before `:` is always a key, its text as
+   written, so `{null: 1}` is `{"null": 1}` and `{1: 2}` is `{"1": 2}`, as LionAGI).
    Raw newlines and tabs inside strings are kept. It is rewritten token by token into strict JSON and
    parsed again, so nothing is ever evaluated.
 
@@ -67,7 +68,7 @@ _TOKEN = re.compile(
       (?P<space>\s+)
     | (?P<string>"[^"\\]*(?:\\.[^"\\]*)*"|'[^'\\]*(?:\\.[^'\\]*)*')
     | (?P<number>-?\.?\d[\w.]*(?:(?<=[eE])[-+]\d*)?)
-    | (?P<name>[^\W\d]\w*)
+    | (?P<name>[^\W\d]\w*(?:[-.]\w+)*)
     | (?P<punct>[{}\[\]():,])
     """,
     re.VERBOSE | re.DOTALL,

@@ -74,10 +74,11 @@ def sorted_names(names: Iterable[Any]) -> list[Any]:
 
 def loads_json(text: str | bytes) -> Any:
     """Strict JSON: `NaN`/`Infinity` and numbers with a fraction or exponent beyond a double (`1e400`)
-    are ValueErrors (Python's json module would turn them into floats no record can hold), and so is a
-    document nested deeper than the interpreter's recursion limit lets the decoder go. An integer
-    literal is read exactly, however long (JavaScript's JSON.parse would round it; the schemas bound
-    the numbers a record holds)."""
+    are errors (Python's json module would turn them into floats no record can hold), and so is a
+    document nested deeper than the interpreter's recursion limit lets the decoder go. Every error of a
+    text is a `json.JSONDecodeError` (a ValueError) with its place, as a syntax error's is; bytes that are
+    not UTF-8 are a UnicodeDecodeError. An integer literal is read exactly, however long (JavaScript's
+    JSON.parse would round it; the schemas bound the numbers a record holds)."""
     if type(text) is str:
         # The usual document: a value from its first character to its last. The scanner alone skips
         # decode()'s two whitespace matches and the raw_decode frame (~1 µs of ~4 for a message record);
@@ -96,17 +97,34 @@ def loads_json(text: str | bytes) -> Any:
         text = text.decode("utf-8")
     if isinstance(text, str) and text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    decoder = _STRICT_DECODER
     try:
         try:
-            return _STRICT_DECODER.decode(text)
+            return decoder.decode(text)
         except ValueError as error:
             # int() refuses literals past sys.get_int_max_str_digits() (4300 by default): read them
             # exactly, as records write them, with the decoder that converts them in pieces.
             if "integer string conversion" not in str(error):
                 raise
-            return _LONG_INT_DECODER.decode(text)
+            decoder = _LONG_INT_DECODER
+            return decoder.decode(text)
+    except json.JSONDecodeError:
+        raise  # a syntax error, placed by the decoder
+    except ValueError as error:  # a hook refused a literal (`NaN`, `1e400`); hooks are given no place
+        raise json.JSONDecodeError(str(error), text, _refused_literal_at(text)) from None
     except RecursionError:  # the C scanner recurses per level: too deep a document is bad input too
-        raise ValueError("arrays and objects nested too deeply to read") from None
+        # How deep the decoder reads is measured from this frame, where it just gave up (the stack under
+        # it counts against the limit), so the place named is the very bracket it gave up at.
+        # Doubling, then halving: the text past that bracket is never scanned (it need not be JSON at all).
+        readable, unreadable = 0, None
+        while unreadable is None or unreadable - readable > 1:
+            depth = 2 * readable + 1 if unreadable is None else (readable + unreadable) // 2
+            try:
+                decoder.decode("[" * depth + "]" * depth)
+                readable = depth
+            except RecursionError:
+                unreadable = depth
+        raise json.JSONDecodeError(_TOO_DEEP, text, _opening_at_depth(text, unreadable)) from None
 
 
 def check_mode(mode: Any) -> None:
@@ -197,6 +215,40 @@ def _finite(text: str) -> float:
 
 def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
+
+
+_TOO_DEEP = "arrays and objects nested too deeply to read"
+
+# What a JSON text holds outside its strings, token by token, for placing the errors the decoder gives no
+# place: a whole string (so nothing inside one counts), a bracket, or a number or constant literal. In a
+# text the decoder read up to an error, the tokens before the error are in step with its reading.
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[{\]}]|NaN|-?Infinity|-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?')
+
+
+def _refused_literal_at(text: str) -> int:
+    """Where the first literal the strict hooks refuse starts: `NaN`, `Infinity`, `-Infinity`, or a
+    number with a fraction or exponent beyond a double."""
+    for token in _TOKENS.finditer(text):
+        literal = token.group()
+        if literal in ("NaN", "Infinity", "-Infinity"):
+            return token.start()
+        if literal[0] in "-0123456789" and not literal.lstrip("-").isdigit() and math.isinf(float(literal)):
+            return token.start()
+    return 0  # unreachable for a text a hook refused; the document's start is still a true place
+
+
+def _opening_at_depth(text: str, wanted: int) -> int:
+    """Where the first array or object `wanted` levels deep opens (the outermost is level 1)."""
+    depth = 0
+    for token in _TOKENS.finditer(text):
+        bracket = token.group()
+        if bracket in ("[", "{"):
+            depth += 1
+            if depth == wanted:
+                return token.start()
+        elif bracket in ("]", "}"):
+            depth -= 1
+    return 0  # unreachable when the text nests that deep
 
 
 def _exact_int(text: str) -> int:
