@@ -301,16 +301,17 @@ class MessageManager:
             self._latest_change_began = changes_made(pile)
         given = arguments.get("instruction")
         if type(given) is Instruction:  # the one message the direct roads revise in place
-            _refuse_a_stranger(pile, given)
+            _refuse_out_of_step(pile, given)
         direct = build_common(arguments)  # the usual calls: no kind to resolve (never a system message)
         if direct is not None:
-            if type(direct) is not Instruction and len(arguments) == 1 and next(iter(arguments.values())) is direct:
-                _refuse_a_stranger(pile, direct)  # a reply or tool call given alone: kept as it is, not revised
+            kept_as_given = direct is arguments.get("assistant_response") or direct is arguments.get("action_request")
+            if kept_as_given:
+                _refuse_out_of_step(pile, direct)  # a reply or tool call given alone: kept as it is, not revised
             pile._update_holding_lock(direct)  # a revised instruction keeps its index
             return direct, False
         if arguments.get("system"):  # before the build, which may revise the given System in place
             self._refuse_async_listeners("system", f"{caller}(system=...)")
-        _refuse_revising_a_stranger(pile, arguments)
+        _refuse_revising_out_of_step(pile, arguments)
         pop = arguments.pop
         message = build_message(arguments, pop("sender", None), pop("recipient", None), pop("metadata", None))
         if isinstance(message, System):
@@ -485,7 +486,7 @@ _RECORD_KEYS = frozenset({"messages", "system"})
 _REVISED_MESSAGE_ARGUMENTS = ("instruction", "system", "assistant_response", "action_response")
 
 
-def _refuse_revising_a_stranger(pile: Pile[Message], arguments: Mapping[str, Any]) -> None:
+def _refuse_revising_out_of_step(pile: Pile[Message], arguments: Mapping[str, Any]) -> None:
     """The pile's out-of-step ValueError, before any builder revises a given message in place, when the
     history's order names that message's id but its pile does not hold it, or the pile holds it but its
     order leaves it out (changed through `manager.progression`, behind the pile's back)."""
@@ -497,10 +498,10 @@ def _refuse_revising_a_stranger(pile: Pile[Message], arguments: Mapping[str, Any
         # None and text, the usual values, first: pydantic's isinstance for a model class is a Python-level
         # call that raises and catches an AttributeError for them (~2.5k instructions each).
         if given is not None and type(given) is not str and isinstance(given, Message):
-            _refuse_a_stranger(pile, given)
+            _refuse_out_of_step(pile, given)
 
 
-def _refuse_a_stranger(pile: Pile[Message], message: Message) -> None:
+def _refuse_out_of_step(pile: Pile[Message], message: Message) -> None:
     # Either way out of step: ordered but not held (adding it would fail midway), or held but left out
     # of the order (a replacement would have no index, and the observers that place it none to read).
     key = message.id.int
