@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install generate bundle check test test-compat fuzz ts-check bench bench-smoke demo clean
+.PHONY: install generate bundle check check-schemas test test-compat fuzz ts-check bench bench-smoke demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,10 +33,13 @@ $(NODE_STAMP): $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
 ts-check: $(NODE_STAMP)
 	cd $(TS_DIR) && node scripts/generate-types.mjs && ./node_modules/.bin/tsc -p tsconfig.json
 
-check: $(STAMP) ts-check
+# The schemas' own rules first: a broken schema is named plainly before the tools that read it fail.
+check-schemas: $(STAMP)
+	$(BIN)/python tools/check_schemas.py
+
+check: $(STAMP) check-schemas ts-check
 	$(BIN)/python tools/generate.py --check
 	$(BIN)/python tools/bundle.py --check
-	$(BIN)/python tools/check_schemas.py
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

@@ -56,6 +56,7 @@ def test_editing_a_generated_line_is_reported_with_a_diff(tmp_path: Path, render
     target = copy / "roles.py"
     target.write_text(target.read_text().replace('USER = "user"', 'USER = "human"'))
     report = stale_report(rendered, copy)
+    assert report.startswith(f"--- {copy}/roles.py (on disk)\n+++ {copy}/roles.py (from schemas)\n")
     assert '-    USER = "human"' in report
     assert '+    USER = "user"' in report
 

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from lionmsg import Instruction, InstructionContent, Message
 from lionmsg.runtime.content.images import image_problem
 from lionmsg.runtime.wire import matches
+from lionmsg.schema.patterns import python_pattern
 from tests.conftest import fields_of
 
 VALID = [
@@ -140,6 +141,9 @@ REFS = st.one_of(
     st.builds("".join, st.lists(st.sampled_from(["https://", "http:", "//", "data:image/png;base64,", "a", "=", " "]))),
     st.sampled_from(VALID),
     st.sampled_from([r for r, _ in INVALID]),
+    # What each pattern accepts, drawn from the pattern itself: a schema loosened (a new media type, a
+    # wider host) without the same change here fails (review am P2-2).
+    *(st.from_regex(python_pattern(pattern), fullmatch=True) for pattern in PATTERNS),
 )
 
 

@@ -8,6 +8,8 @@ import json
 import re
 import shutil
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,8 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
 from lionmsg import Instruction
+from lionmsg.runtime.element import _LION_CLASS_PATH
+from lionmsg.runtime.wire import CANONICAL_UUID
 from lionmsg.schema.patterns import python_pattern
 from tests.samples import rich_messages
 
@@ -127,11 +131,86 @@ def test_properties_without_object_type_is_reported(schema_copy: Path) -> None:
     assert any('needs `"type": "object"`' in p for p in found), found
 
 
-def test_an_optional_content_property_without_a_default_is_reported(schema_copy: Path) -> None:
+def test_a_content_property_without_a_default_is_reported(schema_copy: Path) -> None:
     # The generated dataclass would need a value for it, and records that leave it out would not load.
     _edit(schema_copy, "content/system.schema.json", lambda d: d["properties"].update({"note": {"type": "string"}}))
     found = list(problems(SchemaSet.load(schema_copy)))
-    assert any("content/system.schema.json#/properties/note: an optional content property needs a" in p for p in found)
+    assert "content/system.schema.json#/properties/note: a content property needs a `default` (the generated " in (
+        "\n".join(found)
+    )
+
+
+def test_a_content_schema_that_requires_a_property_is_reported(schema_copy: Path) -> None:
+    """The generated loader reads no `required`: a record without the field would load with the default
+    while the schema refuses it (review am P2-1)."""
+    _edit(schema_copy, "content/action_response.schema.json", lambda d: d.update(required=["function"]))
+    found = list(problems(SchemaSet.load(schema_copy)))
+    assert (
+        "content/action_response.schema.json#/required: a content schema cannot require a property (its "
+        "generated loader reads every field as optional, with its `default`): give each property a default instead"
+    ) in found
+    # and the message schema's empty content, which the generated class writes, no longer passes
+    assert any(p.startswith("messages/action_response.schema.json#/properties/content: its default {}") for p in found)
+
+
+def test_a_required_name_that_is_no_property_is_reported(schema_copy: Path) -> None:
+    _edit(schema_copy, "messages/system.schema.json", lambda d: d["properties"]["metadata"]["required"].append("lion"))
+    found = list(problems(SchemaSet.load(schema_copy)))
+    assert "messages/system.schema.json#/properties/metadata/required: 'lion' is not one of the properties" in found
+
+
+@pytest.mark.parametrize(
+    ("name", "pointer", "default", "message"),
+    [
+        ("content/system.schema.json", "/properties/system_message", 5, "its default 5 breaks the schema: 5 is not"),
+        (
+            "content/instruction.schema.json",
+            "/properties/image_detail",
+            "ultra",
+            "its default 'ultra' breaks the schema",
+        ),
+    ],
+)
+def test_a_default_its_own_schema_refuses_is_reported(
+    schema_copy: Path, name: str, pointer: str, default: Any, message: str
+) -> None:
+    """The generated classes would write the default into records the schemas refuse (review am P3-1);
+    a `$ref`'d rule (image_detail's enum) counts as much as one written in place."""
+
+    def set_default(data: dict[str, Any]) -> None:
+        target = data
+        for part in pointer.strip("/").split("/"):
+            target = target[part]
+        target["default"] = default
+
+    _edit(schema_copy, name, set_default)
+    found = list(problems(SchemaSet.load(schema_copy)))
+    assert any(p.startswith(f"{name}#{pointer}: {message}") for p in found), found
+
+
+def test_a_schema_file_that_is_not_json_is_named_by_every_tool(schema_copy: Path) -> None:
+    (schema_copy / "content" / "system.schema.json").write_text('{"type": "object",}', encoding="utf-8")
+    expected = "content/system.schema.json: not valid JSON: Expecting property name enclosed in double quotes"
+    for tool in ("check_schemas.py", "generate.py --check --schemas", "bundle.py --check --schemas"):
+        script, *options = tool.split()
+        command = [sys.executable, str(SCHEMA_DIR.parent / "tools" / script), *options, str(schema_copy)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        assert (done.returncode, done.stdout) == (1, ""), tool
+        assert done.stderr.startswith(expected), (tool, done.stderr)
+
+
+def test_a_schema_change_without_a_version_bump_fails_the_bundle_check(schema_copy: Path) -> None:
+    """The version promise (README) is checked: any change to a schema file changes the set's digest,
+    and `bundle.py --check` names the digest to record with the bumped version."""
+    command = [sys.executable, str(SCHEMA_DIR.parent / "tools" / "bundle.py"), "--check", "--schemas", str(schema_copy)]
+    assert subprocess.run(command, capture_output=True, text=True, check=False).returncode == 0
+    _edit(schema_copy, "content/system.schema.json", lambda d: d.update(description="reworded"))
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        "the schemas changed since version 1.0.0 was recorded: bump SCHEMA_VERSION in tools/bundle.py"
+    )
+    assert re.search(r"record its digest [0-9a-f]{64}\n$", done.stderr)
 
 
 def test_an_enum_value_that_is_no_json_scalar_is_reported(schema_copy: Path) -> None:
@@ -189,6 +268,34 @@ def _ecma_pattern(validator: Any, pattern: str, instance: Any, schema: dict[str,
     # What the README asks of a Python client: `$` is the end of input, as in ECMA-262.
     if isinstance(instance, str) and re.search(python_pattern(pattern), instance) is None:
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def test_the_runtimes_copies_of_schema_patterns_are_the_schemas(schemas: SchemaSet) -> None:
+    """Rules the runtime states by hand, for the envelope's fields the generated code does not check: a
+    schema edit that `make generate` cannot carry fails here, naming the copy to change (review am P2-2;
+    the image rules are pinned by drawing from the patterns, in test_images)."""
+    uuid = schemas.get("envelope.schema.json")["$defs"]["uuid"]["pattern"]
+    assert f"^{CANONICAL_UUID.pattern}$" == uuid, "change lionmsg/runtime/wire.py CANONICAL_UUID with it"
+    prefix = _LION_CLASS_PATH.pattern.removesuffix("[A-Za-z_][A-Za-z0-9_]*")
+    for name, schema in schemas.by_path.items():
+        if name.startswith("messages/"):
+            lion_class = schema["properties"]["metadata"]["properties"]["lion_class"]["pattern"]
+            kind = lion_class.rsplit(")*", 1)[-1].removesuffix("$")
+            assert lion_class == f"^{prefix}{kind}$", f"change lionmsg/runtime/element.py _LION_CLASS_PATH ({name})"
+
+
+def test_the_bundle_validates_records_wherever_it_is_stored() -> None:
+    """Its root refers to the record schema by its `$defs` entry, not a URI relative to where the bundle
+    was fetched from (review am P3-3): registered under a client's own URI, it still resolves."""
+    bundle = json.loads((SCHEMA_DIR / "bundle.json").read_text(encoding="utf-8"))
+    stored = {key: value for key, value in bundle.items() if key != "$id"}
+    registry: Registry[Any] = Registry().with_resource(
+        "file:///srv/schemas/lionmsg.json", DRAFT202012.create_resource(stored)
+    )
+    validator = Draft202012Validator({"$ref": "file:///srv/schemas/lionmsg.json"}, registry=registry.crawl())
+    record = Instruction(content={"instruction": "q"}).to_dict()
+    assert validator.is_valid(record)
+    assert not validator.is_valid({**record, "id": "not a uuid"})
 
 
 def test_the_bundle_keeps_a_clients_ecma_pattern_inside_every_ref() -> None:

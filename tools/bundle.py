@@ -9,25 +9,47 @@ own `$id` kept, so its relative `$ref`s resolve inside the document and nothing 
 jsonschema-based validators (check-jsonschema among them) build a fresh validator class at every `$ref`
 into it, dropping the ECMA-262 `pattern` a caller put in place of Python's. It is for
 tools that do not resolve references across files (hypothesis-jsonschema, check-jsonschema, clients in
-other languages). Its root validates any record: it refers to `record.schema.json`.
+other languages). Its root validates any record: it refers to `record.schema.json` by its `$defs` entry,
+which resolves whatever URI a client stores the bundle under.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from generate import SCHEMA_DIR, SchemaSet
+from generate import SCHEMA_DIR, SchemaFileError, SchemaSet
 
 BUNDLE_NAME = "bundle.json"
-# Bumped when the record shapes change: minor for additions old readers may ignore, major (with a new
-# `$id` base) for anything that makes an old record invalid or changes its meaning.
+# Bumped whenever a schema file changes (README, "Schemas for other languages"): patch for descriptions
+# and annotations, minor for loosening only (every record valid before stays valid and means the same;
+# the schemas are closed, so a record using an addition is refused by older readers), major with a new
+# `$id` base for anything else. `--check` fails until the version is bumped and the set's digest recorded.
 SCHEMA_VERSION = "1.0.0"
+RECORDED_DIGESTS = {"1.0.0": "86ac6ea319c4616111281cfbd240fcc44797a4c4aa00d60d7a1033cbe556ab5c"}
 BASE_URI = "https://lionmsg.dev/schemas/v1/"
+
+
+def digest(schemas: SchemaSet) -> str:
+    """SHA-256 of the schema files' content (parsed, keys sorted: formatting changes nothing)."""
+    canonical = json.dumps(schemas.by_path, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def version_problem(schemas: SchemaSet) -> str | None:
+    """Why the schema set's version is out of date, or None."""
+    found = digest(schemas)
+    if RECORDED_DIGESTS.get(SCHEMA_VERSION) == found:
+        return None
+    return (
+        f"the schemas changed since version {SCHEMA_VERSION} was recorded: bump SCHEMA_VERSION in "
+        f"tools/bundle.py (patch, minor or major: see its comment) and record its digest {found}"
+    )
 
 
 def def_name(path: str) -> str:
@@ -45,7 +67,7 @@ def build(schemas: SchemaSet) -> dict[str, Any]:
             "under $defs by its file name (messages.instruction, ...), with its $id kept."
         ),
         "x-lionmsg-schema-version": SCHEMA_VERSION,
-        "$ref": "record.schema.json",
+        "$ref": "#/$defs/" + def_name("record.schema.json"),  # resolves wherever the bundle is stored
         "$defs": {def_name(path): _embedded(schema) for path, schema in sorted(schemas.by_path.items())},
     }
 
@@ -64,9 +86,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail when the bundle is stale")
     parser.add_argument("--schemas", type=Path, default=SCHEMA_DIR)
     args = parser.parse_args(argv)
-    text = render(SchemaSet.load(args.schemas))
+    try:
+        schemas = SchemaSet.load(args.schemas)
+    except SchemaFileError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    text = render(schemas)
     target = args.schemas / BUNDLE_NAME
     if args.check:
+        problem = version_problem(schemas)
+        if problem is not None:
+            print(problem, file=sys.stderr)
+            return 1
         if not target.is_file() or target.read_text(encoding="utf-8") != text:
             print(f"{target} is stale: run `make bundle`", file=sys.stderr)
             return 1

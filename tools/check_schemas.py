@@ -17,7 +17,7 @@ from jsonschema.validators import Draft202012Validator
 from referencing.exceptions import Unresolvable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from generate import SCHEMA_DIR, SchemaSet
+from generate import SCHEMA_DIR, SchemaFileError, SchemaSet
 
 BASE_URI = "https://lionmsg.dev/schemas/v1/"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -83,11 +83,16 @@ def problems(schemas: SchemaSet) -> Iterator[str]:
         seen_ids[schema.get("$id", "")] = name
         resolver = schemas.resolver(schema)
         if name.startswith("content/"):
-            required = set(schema.get("required", ()))
+            # The generated loader gives a field a record leaves out its default; it compiles no `required`.
+            if "required" in schema:
+                yield (
+                    f"{name}#/required: a content schema cannot require a property (its generated loader "
+                    "reads every field as optional, with its `default`): give each property a default instead"
+                )
             for field, sub in schema.get("properties", {}).items():
-                if field not in required and "default" not in sub:
+                if "default" not in sub:
                     yield (
-                        f"{name}#/properties/{field}: an optional content property needs a `default` "
+                        f"{name}#/properties/{field}: a content property needs a `default` "
                         "(the generated class's value when a record leaves it out)"
                     )
         for pointer, sub in subschemas(schema):
@@ -104,6 +109,12 @@ def problems(schemas: SchemaSet) -> Iterator[str]:
             if isinstance(values, list) and not all(v is None or isinstance(v, (str, int, float)) for v in values):
                 # lionmsg's validator compares enum values as JSON scalars (lionmsg/schema/validator.py)
                 yield f"{name}#{pointer}: enum values must be strings, numbers, booleans or null"
+            names = sub.get("properties", {})
+            for required in sub.get("required", ()) if isinstance(names, dict) and names else ():
+                if required not in names:
+                    yield f"{name}#{pointer}/required: {required!r} is not one of the properties"
+            if "default" in sub:
+                yield from _default_problems(schemas, resolver, f"{name}#{pointer}", sub)
             if "properties" in sub and sub.get("type") != "object":
                 yield f'{name}#{pointer}: `properties` needs `"type": "object"` beside it (ajv strict mode)'
             if "$ref" in sub:
@@ -122,8 +133,25 @@ def problems(schemas: SchemaSet) -> Iterator[str]:
             pass  # reported above
 
 
+def _default_problems(schemas: SchemaSet, resolver: Any, where: str, sub: dict[str, Any]) -> Iterator[str]:
+    """A `default` its own schema refuses: the generated classes would write records the schemas refuse."""
+    try:
+        whole = schemas.inline(sub, resolver, max_depth=32)
+    except (RecursionError, Unresolvable):
+        return  # reported where the $ref is
+    try:
+        for error in Draft202012Validator(whole).iter_errors(sub["default"]):
+            yield f"{where}: its default {sub['default']!r} breaks the schema: {error.message}"
+    except Unresolvable:  # a keyword outside the subset ($dynamicRef), reported as such
+        return
+
+
 def main(argv: list[str]) -> int:
-    schemas = SchemaSet.load(Path(argv[0]) if argv else SCHEMA_DIR)
+    try:
+        schemas = SchemaSet.load(Path(argv[0]) if argv else SCHEMA_DIR)
+    except SchemaFileError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     found = list(problems(schemas))
     for problem in found:
         print(problem, file=sys.stderr)

@@ -47,6 +47,10 @@ KIND_SCHEMAS = ("message", *CONTENT_SCHEMAS)
 # -- loading -------------------------------------------------------------------------------------
 
 
+class SchemaFileError(ValueError):
+    """A schema file that is not JSON: the tools report it by name instead of a traceback."""
+
+
 @dataclass(frozen=True)
 class SchemaSet:
     """The schema files of one directory, addressable by file name and by `$id`."""
@@ -59,7 +63,11 @@ class SchemaSet:
     def load(cls, root: Path) -> SchemaSet:
         by_path: dict[str, dict[str, Any]] = {}
         for path in sorted(root.rglob("*.schema.json")):
-            by_path[path.relative_to(root).as_posix()] = json.loads(path.read_text(encoding="utf-8"))
+            name = path.relative_to(root).as_posix()
+            try:
+                by_path[name] = json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as exc:
+                raise SchemaFileError(f"{name}: not valid JSON: {exc}") from None
         # No `retrieve`: a $ref to anything outside these files fails instead of touching the network.
         registry: referencing.Registry[Any] = referencing.Registry().with_resources(
             (schema["$id"], referencing.jsonschema.DRAFT202012.create_resource(schema)) for schema in by_path.values()
@@ -435,13 +443,15 @@ def _format(name: str, text: str) -> str:
 def stale_report(rendered: Mapping[str, str], output_dir: Path) -> str:
     """A unified diff between what is on disk and what the schemas render; empty when up to date."""
     on_disk = {p.name: p.read_text(encoding="utf-8") for p in sorted(output_dir.glob("*.py"))}
+    where = output_dir.resolve()
+    shown = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where  # the path to open and fix
     lines: list[str] = []
     for name in sorted(set(rendered) | set(on_disk)):
         old, new = on_disk.get(name, ""), rendered.get(name, "")
         if old != new:
             lines += difflib.unified_diff(
                 old.splitlines(keepends=True), new.splitlines(keepends=True),
-                f"{output_dir.name}/{name} (on disk)", f"{output_dir.name}/{name} (from schemas)",
+                f"{shown}/{name} (on disk)", f"{shown}/{name} (from schemas)",
             )  # fmt: skip
     return "".join(lines)
 
@@ -452,7 +462,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schemas", type=Path, default=SCHEMA_DIR)
     parser.add_argument("--out", type=Path, default=OUTPUT_DIR)
     args = parser.parse_args(argv)
-    rendered = render_all(args.schemas)
+    try:
+        rendered = render_all(args.schemas)
+    except SchemaFileError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     if args.check:
         report = stale_report(rendered, args.out)
         if report:

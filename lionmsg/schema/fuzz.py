@@ -87,14 +87,12 @@ def _seed_alone() -> Iterator[None]:
     """Hypothesis without the constants of local modules (see the module docstring) while generating.
     Hypothesis offers no public way to do this: its provider module's look-up of those constants is
     replaced, and the cache of constants it already filtered is emptied before and after, so that the
-    caller's own hypothesis tests get theirs back. Versions before 6.131.1 have no local constants."""
+    caller's own hypothesis tests get theirs back. Every version the `fuzz` extra allows (6.133 to
+    6.170.9) has both names used here (6.131.1 has no `Constants`; 6.118 and older no `providers`)."""
     from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.constants_ast import Constants
 
-    original = getattr(providers, "_get_local_constants", None)
-    if original is None:
-        yield
-        return
-    from hypothesis.internal.constants_ast import Constants  # in every version that has local constants
+    original = providers._get_local_constants
 
     nothing = Constants()
     with _LOCAL_CONSTANTS_LOCK:  # one thread's restore must not undo another's generation

@@ -28,6 +28,7 @@ class _Inliner:
 
     def __init__(self, bundle: dict[str, Any]) -> None:
         self._by_id = {schema["$id"]: schema for schema in bundle["$defs"].values()}
+        self._by_id[bundle["$id"]] = bundle  # its root refers to the record schema as `#/$defs/record`
 
     def inline(self, node: Any, base: str) -> Any:
         if isinstance(node, list):

@@ -201,6 +201,8 @@ class RecordValidator:
         found: Any = self._registry.contents(target)
         for part in [p for p in fragment.split("/") if p]:
             found = found[part.replace("~1", "/").replace("~0", "~")]
+        if isinstance(found, dict) and "$id" in found:  # a file embedded in the bundle: named as itself
+            return found, found["$id"], ""
         return found, target, fragment
 
 
