@@ -1,10 +1,13 @@
 """What an installed lionmsg gives the tools around it (review am): type checkers, package walkers and
-licence scanners."""
+licence scanners, and the lower dependency bounds `make test-floors` tests."""
 
 from __future__ import annotations
 
 import pkgutil
 from pathlib import Path
+
+import pytest
+from floors import floor
 
 import lionmsg
 
@@ -33,3 +36,22 @@ def test_every_module_is_found_by_walking_the_package() -> None:
 def test_the_declared_licence_ships_with_the_source() -> None:
     licence = (PACKAGE.parent / "LICENSE").read_text(encoding="utf-8").split()
     assert licence[:5] == ["Apache", "License", "Version", "2.0,", "January"]
+
+
+@pytest.mark.parametrize(
+    ("declared", "tested"),
+    [
+        ("pydantic>=2.10.1,<3", "pydantic==2.10.1"),
+        ("hypothesis >= 6.133, <6.170.10", "hypothesis==6.133"),
+        ("exceptiongroup>=1.2; python_version < '3.11'", "exceptiongroup==1.2; python_version < '3.11'"),
+    ],
+)
+def test_make_test_floors_installs_each_declared_lower_bound(declared: str, tested: str) -> None:
+    assert floor(declared) == tested
+
+
+@pytest.mark.parametrize("declared", ["pydantic", "pydantic<3", "pydantic==2.10.1", "a>=1,>=2"])
+def test_a_dependency_without_one_lower_bound_is_refused_by_the_floors_tool(declared: str) -> None:
+    # The floors run would otherwise test whatever pip picks and call it the lower bound.
+    with pytest.raises(SystemExit, match="has no single lower bound"):
+        floor(declared)

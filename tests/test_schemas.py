@@ -190,13 +190,14 @@ def test_a_default_its_own_schema_refuses_is_reported(
 
 def test_a_schema_file_that_is_not_json_is_named_by_every_tool(schema_copy: Path) -> None:
     (schema_copy / "content" / "system.schema.json").write_text('{"type": "object",}', encoding="utf-8")
-    expected = "content/system.schema.json: not valid JSON: Expecting property name enclosed in double quotes"
+    expected = "content/system.schema.json: not valid JSON: "  # the decoder's words differ between versions
     for tool in ("check_schemas.py", "generate.py --check --schemas", "bundle.py --check --schemas"):
         script, *options = tool.split()
         command = [sys.executable, str(SCHEMA_DIR.parent / "tools" / script), *options, str(schema_copy)]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         assert (done.returncode, done.stdout) == (1, ""), tool
         assert done.stderr.startswith(expected), (tool, done.stderr)
+        assert ": line 1 column " in done.stderr, (tool, done.stderr)
 
 
 def test_a_schema_change_without_a_version_bump_fails_the_bundle_check(schema_copy: Path) -> None:

@@ -31,8 +31,6 @@ from typing import Any
 import jinja2
 import referencing
 import referencing.jsonschema
-from datamodel_code_generator import InputFileType, LiteralType, PythonVersion, generate
-from datamodel_code_generator.enums import DataclassArguments, DataModelType
 from referencing._core import Resolver
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -300,6 +298,10 @@ def render_content(schemas: SchemaSet) -> str:
         "anyOf": [{"$ref": f"#/$defs/{title}"} for title in defs],
         "$defs": defs,
     }
+    # Imported here: the schema tools and the tests that only load schemas (`SchemaSet`) need no generator.
+    from datamodel_code_generator import InputFileType, LiteralType, PythonVersion, generate
+    from datamodel_code_generator.enums import DataclassArguments, DataModelType
+
     code = generate(
         document,
         input_file_type=InputFileType.JsonSchema,

@@ -87,7 +87,7 @@ def _seed_alone() -> Iterator[None]:
     """Hypothesis without the constants of local modules (see the module docstring) while generating.
     Hypothesis offers no public way to do this: its provider module's look-up of those constants is
     replaced, and the cache of constants it already filtered is emptied before and after, so that the
-    caller's own hypothesis tests get theirs back. Every version the `fuzz` extra allows (6.133 to
+    caller's own hypothesis tests get theirs back. Every version the `fuzz` extra allows (6.135.13 to
     6.170.9) has both names used here (6.131.1 has no `Constants`; 6.118 and older no `providers`)."""
     from hypothesis.internal.conjecture import providers
     from hypothesis.internal.constants_ast import Constants
