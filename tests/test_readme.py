@@ -1,5 +1,5 @@
-"""The README tells the truth: its first commands are the two the brief asks for, and its Python
-examples run."""
+"""The README tells the truth: its first commands are the two the brief asks for, its Python
+examples run, and its links lead somewhere in the repository."""
 
 from __future__ import annotations
 
@@ -67,3 +67,35 @@ def test_the_readme_shows_the_demo_output() -> None:
     assert kept, "the README shows no demo output"
     missing = [line for line in kept if line not in printed]
     assert not missing, f"README lines the demo does not print: {missing}"
+
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _heading_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a file's headings: lower case, punctuation but `-` dropped, spaces as `-`."""
+    headings = re.findall(r"^#+ (.+)$", markdown, flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
+def test_every_relative_link_in_the_documentation_leads_to_a_file_of_the_repository() -> None:
+    # A link out of the repository (the workspace's ../shared) works on no clone, no forge and no index.
+    documents = [
+        path
+        for path in ROOT.rglob("*.md")
+        if not any(part.startswith(".") or part in ("node_modules", "build") for part in path.relative_to(ROOT).parts)
+    ]
+    assert ROOT / "README.md" in documents
+    broken = []
+    for document in documents:
+        for target in _LINK.findall(document.read_text(encoding="utf-8")):
+            if "://" in target or target.startswith(("mailto:", "#")):
+                continue
+            file_part, _, anchor = target.partition("#")
+            resolved = (document.parent / file_part).resolve()
+            where = f"{document.relative_to(ROOT)}: {target}"
+            if not resolved.is_relative_to(ROOT) or not resolved.exists():
+                broken.append(where)
+            elif anchor and anchor not in _heading_anchors(resolved.read_text(encoding="utf-8")):
+                broken.append(f"{where} (no such heading)")
+    assert broken == []
