@@ -32,9 +32,10 @@ from lionmsg import (
     System,
     SystemContent,
 )
-from lionmsg.runtime import fastpath
+from lionmsg.runtime import envelope, fastpath
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH
 from tests.conftest import fields_of, value_id
+from tests.samples import rich_messages
 
 TYPED = [
     (System, MessageRole.SYSTEM, SystemContent),
@@ -609,6 +610,52 @@ def test_a_clone_nested_deeper_than_records_are_written_is_the_record_writers_va
         source.to_dict()
     with pytest.raises(ValueError, match=f"^{re.escape(UNWRITABLE_DEPTH)}$"):
         source.clone()
+
+
+def _without_identity(message: Message) -> dict[str, Any]:
+    record = message.to_dict()
+    del record["id"], record["created_at"], record["metadata"]["clone_from"]
+    return record
+
+
+@pytest.mark.parametrize("source", rich_messages(), ids=lambda m: type(m).__name__)
+def test_a_clone_built_directly_is_the_one_the_constructor_builds(
+    source: Message, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    direct = source.clone()
+    monkeypatch.setattr(envelope, "clone_directly", lambda *arguments: None)  # the constructor's road
+    constructed = source.clone()
+    assert _without_identity(direct) == _without_identity(constructed)
+    assert direct.model_fields_set == constructed.model_fields_set
+    assert list(direct.__dict__) == list(constructed.__dict__)
+    assert [type(value) for value in direct.__dict__.values()] == [type(v) for v in constructed.__dict__.values()]
+    assert (direct.__pydantic_extra__, direct.__pydantic_private__) == (None, None)
+    assert direct.metadata["clone_from"] == constructed.metadata["clone_from"] == str(source.id)
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        (lambda m: m.metadata.update(lion_class="System"), ValueError, "Metadata class mismatch"),
+        (lambda m: m.metadata.update({1: "not text"}), ValidationError, "metadata"),
+        (lambda m: m.embedding.append(float("nan")), ValidationError, "embedding"),
+        (lambda m: m.embedding.append("0.5"), ValidationError, "embedding"),
+    ],
+    ids=["other-lion-class", "int-key", "nan", "text"],
+)
+def test_a_clone_of_values_changed_in_place_is_refused_as_the_constructor_refuses_them(
+    change: Any, error: type[Exception], message: str
+) -> None:
+    source = Instruction(content={"instruction": "q"}, metadata={"k": 1}, embedding=[0.5])
+    change(source)
+    with pytest.raises(error, match=message):
+        source.clone()
+
+
+def test_a_lion_class_naming_the_class_put_in_metadata_is_dropped_by_the_clone() -> None:
+    source = Instruction(content={"instruction": "q"})
+    source.metadata["lion_class"] = "Instruction"
+    assert source.clone().metadata == {"clone_from": str(source.id)}
 
 
 # -- D6: compatibility labels ---------------------------------------------------------------------

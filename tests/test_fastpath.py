@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import json
 import sys
+import threading
 import types
 import uuid
 from typing import Any
@@ -1180,6 +1181,72 @@ def test_a_user_subclass_is_copied_by_pydantic_with_its_own_fields() -> None:
         copied.tags.append("changed")
     assert original.tags == ["a"]  # no copy shares the subclass's list
     assert len({id(copied.tags) for copied in copies}) == len(copies)
+
+
+class _Answer(pydantic.BaseModel):
+    text: str = ""
+    notes: list[str] = []
+
+
+_HELD_LOCK = threading.Lock()
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"instruction": "plain", "context": [{"doc": 1, "nested": {"k": [1]}}], "tool_schemas": [{"name": "f"}]},
+        {"instruction": "a class", "response_format": _Answer},
+        {"instruction": "an instance", "response_format": _Answer(text="x", notes=["n"])},
+        {"instruction": "a dict", "response_format": {"answer": "str", "items": ["a"]}},
+        {"instruction": "not JSON", "context": [(1, 2), float("nan"), {1: "int key"}, uuid.UUID(int=7)]},
+        {"instruction": "a lock", "context": [{"held": _HELD_LOCK}]},
+        {"instruction": "images", "images": ["https://example.com/a.png"], "image_detail": "high"},
+    ],
+    ids=["plain", "model-class", "model-instance", "dict-format", "not-json", "lock", "images"],
+)
+def test_a_generated_contents_copy_is_deep_field_by_field_and_renders_the_same(fields: dict[str, Any]) -> None:
+    content = InstructionContent.from_dict(fields)
+    rendered_before = content.rendered
+    copied = content.copy()
+    assert type(copied) is InstructionContent
+    assert repr(copied.to_dict()) == repr(content.to_dict())  # repr: NaN is not equal to itself
+    assert copied.rendered == rendered_before
+    if fields.get("response_format") is _Answer:
+        assert copied.response_format is _Answer  # a class is shared, as deepcopy shares it
+    elif "response_format" in fields:
+        assert copied.response_format is not content.response_format
+        assert copied.response_format == content.response_format
+    if "lock" in fields["instruction"]:
+        assert copied.prompt_context[0]["held"] is _HELD_LOCK  # what deepcopy cannot copy is shared
+    for name in content.field_names():
+        value = getattr(content, name)
+        if isinstance(value, (list, dict, pydantic.BaseModel)):
+            assert getattr(copied, name) is not value
+    copied.prompt_context.append("only the copy's")
+    assert "only the copy's" not in content.prompt_context
+    assert content.rendered == rendered_before
+
+
+def test_a_copy_builds_its_response_structure_from_its_own_format() -> None:
+    content = InstructionContent.from_dict({"instruction": "i", "response_format": {"answer": "str"}})
+    copied = content.copy()
+    copied.response_format["answer"] = "int"  # a change inside the copy's format shows in its rendering alone
+    assert "int" in copied.rendered
+    assert "int" not in content.rendered
+
+
+@dataclasses.dataclass(slots=True)
+class _NotedInstruction(InstructionContent):
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+def test_a_subclass_of_a_generated_content_is_deep_copied_with_what_it_adds() -> None:
+    content = _NotedInstruction(instruction="i", notes=["a"])
+    copied = content.copy()
+    assert type(copied) is _NotedInstruction
+    assert copied.notes == ["a"]
+    assert copied.notes is not content.notes
+    assert copied.instruction == "i"
 
 
 def _containers(value: Any) -> set[int]:

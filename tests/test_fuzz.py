@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 
 from lionmsg import LION_CLASSES, Message
 from lionmsg.runtime.addressing import normalize_address
+from lionmsg.runtime.content.base import MessageContent
 from lionmsg.schema.files import KINDS, kind_of_class, load_bundle
 from lionmsg.schema.fuzz import generate_records
 from lionmsg.schema.strategies import generation_schema, inlined_kind_schema, records
@@ -104,6 +105,43 @@ def test_a_generated_record_loads_writes_a_valid_record_and_loads_again_equal(ki
     assert type(again) is cls
     assert again.to_dict() == written
     assert Message.from_json(message.to_json()).to_dict() == written
+    _assert_copies_are_deep_and_equal(message, written)
+
+
+def _containers_held(values: tuple[Any, ...]) -> set[int]:
+    """The ids of every list and dict in `values` (a tuple: a list made for the call could be freed and
+    its id given to another's) and inside them."""
+    found: set[int] = set()
+    pending = list(values)
+    while pending:
+        item = pending.pop()
+        if isinstance(item, (list, dict)):
+            found.add(id(item))
+            pending.extend(item.values() if isinstance(item, dict) else item)
+    return found
+
+
+def _rendering(content: Any) -> Any:
+    try:
+        return content.rendered
+    except ValueError as error:  # a record the schema accepts may still not render (an unknown detail)
+        return ("ValueError", str(error))
+
+
+def _assert_copies_are_deep_and_equal(message: Message, written: dict[str, Any]) -> None:
+    """A clone and a typed content's copy (generated: field by field) hold what deepcopy's copy holds,
+    render the same and share no list or dict with the message."""
+    content, clone = message.content, message.clone()
+    assert clone.to_dict()["content"] == written["content"]
+    assert not _containers_held((message.content, message.metadata)) & _containers_held((clone.content, clone.metadata))
+    if isinstance(content, MessageContent):
+        copied = content.copy()
+        assert type(copied) is type(content)
+        assert repr(copied.to_dict()) == repr(copy.deepcopy(content).to_dict())
+        assert _rendering(copied) == _rendering(content)
+        held = _containers_held(tuple(getattr(content, name) for name in content.field_names()))
+        for duplicate in (copied, clone.content):
+            assert not held & _containers_held(tuple(getattr(duplicate, name) for name in content.field_names()))
 
 
 # -- what the strategies draw ---------------------------------------------------------------------

@@ -324,6 +324,7 @@ def render_content(schemas: SchemaSet) -> str:
         use_schema_description=True,
         additional_imports=[
             *imports,
+            "lionmsg.runtime.content.base.copy_field",
             "lionmsg.runtime.content.base.own_container",
             "lionmsg.runtime.content.base.owned_copy",
             "lionmsg.runtime.content.base.shallow_copy",

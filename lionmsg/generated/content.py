@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from lionmsg.runtime.content.action_request import ActionRequestBehaviour
 from lionmsg.runtime.content.action_response import ActionResponseBehaviour
 from lionmsg.runtime.content.assistant_response import AssistantResponseBehaviour
-from lionmsg.runtime.content.base import own_container, owned_copy, shallow_copy, shaped_record
+from lionmsg.runtime.content.base import copy_field, own_container, owned_copy, shallow_copy, shaped_record
 from lionmsg.runtime.content.instruction import InstructionBehaviour
 from lionmsg.runtime.content.system import SystemBehaviour
 from lionmsg.runtime.fastpath import JSON_SCALARS, MISSING, json_copy
@@ -105,6 +105,23 @@ class ActionRequestContent(ActionRequestBehaviour):
                 "ActionRequestContent.action_response_id must be a string matching ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$ or null",
                 content.action_response_id,
             )
+        return content
+
+    def copy(self) -> ActionRequestContent:
+        # MessageContent.copy() one field at a time (deepcopy's memo and dispatch cost several times as
+        # much): each value as copy_field copies it; private derived state is left unmade, rebuilt on use
+        # from the copies (it is kept with the values it was built from, see _own_containers). A
+        # subclass, which may hold more than these fields, is deep-copied.
+        if type(self) is not ActionRequestContent:
+            return super(ActionRequestContent, self).copy()
+        content = object.__new__(ActionRequestContent)
+        value: Any
+        value = self.function
+        content.function = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self.arguments
+        content.arguments = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self.action_response_id
+        content.action_response_id = value if type(value) in JSON_SCALARS else copy_field(value)
         return content
 
     @classmethod
@@ -317,6 +334,27 @@ class ActionResponseContent(ActionResponseBehaviour):
             )
         return content
 
+    def copy(self) -> ActionResponseContent:
+        # MessageContent.copy() one field at a time (deepcopy's memo and dispatch cost several times as
+        # much): each value as copy_field copies it; private derived state is left unmade, rebuilt on use
+        # from the copies (it is kept with the values it was built from, see _own_containers). A
+        # subclass, which may hold more than these fields, is deep-copied.
+        if type(self) is not ActionResponseContent:
+            return super(ActionResponseContent, self).copy()
+        content = object.__new__(ActionResponseContent)
+        value: Any
+        value = self.function
+        content.function = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self.arguments
+        content.arguments = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self.output
+        content.output = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self.action_request_id
+        content.action_request_id = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self.error
+        content.error = value if type(value) in JSON_SCALARS else copy_field(value)
+        return content
+
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> ActionResponseContent:
         """Load from the record form: schema fields only, each checked against its schema."""
@@ -487,6 +525,19 @@ class AssistantResponseContent(AssistantResponseBehaviour):
                 "AssistantResponseContent.assistant_response must be a string",
                 content.assistant_response,
             )
+        return content
+
+    def copy(self) -> AssistantResponseContent:
+        # MessageContent.copy() one field at a time (deepcopy's memo and dispatch cost several times as
+        # much): each value as copy_field copies it; private derived state is left unmade, rebuilt on use
+        # from the copies (it is kept with the values it was built from, see _own_containers). A
+        # subclass, which may hold more than these fields, is deep-copied.
+        if type(self) is not AssistantResponseContent:
+            return super(AssistantResponseContent, self).copy()
+        content = object.__new__(AssistantResponseContent)
+        value: Any
+        value = self.assistant_response
+        content.assistant_response = value if type(value) in JSON_SCALARS else copy_field(value)
         return content
 
     @classmethod
@@ -705,6 +756,36 @@ class InstructionContent(InstructionBehaviour):
                 "InstructionContent.plain_content must be a string or null",
                 content.plain_content,
             )
+        return content
+
+    def copy(self) -> InstructionContent:
+        # MessageContent.copy() one field at a time (deepcopy's memo and dispatch cost several times as
+        # much): each value as copy_field copies it; private derived state is left unmade, rebuilt on use
+        # from the copies (it is kept with the values it was built from, see _own_containers). A
+        # subclass, which may hold more than these fields, is deep-copied.
+        if type(self) is not InstructionContent:
+            return super(InstructionContent, self).copy()
+        content = object.__new__(InstructionContent)
+        value: Any
+        value = self.instruction
+        content.instruction = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self.guidance
+        content.guidance = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self.prompt_context
+        content.prompt_context = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self.plain_content
+        content.plain_content = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self.tool_schemas
+        content.tool_schemas = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self.response_format
+        content.response_format = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self.images
+        content.images = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self.image_detail
+        content.image_detail = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self.structure
+        content.structure = value if type(value) in JSON_SCALARS else copy_field(value)
+        content._structure_instance = None
         return content
 
     @classmethod
@@ -978,6 +1059,21 @@ class SystemContent(SystemBehaviour):
                 "SystemContent.system_message must be a string",
                 content.system_message,
             )
+        return content
+
+    def copy(self) -> SystemContent:
+        # MessageContent.copy() one field at a time (deepcopy's memo and dispatch cost several times as
+        # much): each value as copy_field copies it; private derived state is left unmade, rebuilt on use
+        # from the copies (it is kept with the values it was built from, see _own_containers). A
+        # subclass, which may hold more than these fields, is deep-copied.
+        if type(self) is not SystemContent:
+            return super(SystemContent, self).copy()
+        content = object.__new__(SystemContent)
+        value: Any
+        value = self.system_message
+        content.system_message = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self.system_datetime
+        content.system_datetime = value if type(value) in JSON_SCALARS else copy_field(value)
         return content
 
     @classmethod

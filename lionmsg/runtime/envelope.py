@@ -32,6 +32,7 @@ from lionmsg.runtime.fastpath import (
     ENVELOPE_FIELDS,
     JSON_SCALARS,
     MISSING,
+    clone_directly,
     dump_address,
     init_directly,
     json_copy,
@@ -385,7 +386,10 @@ class MessageBehaviour(Node, Sendable):
         # copy_value: plain JSON as deep as a record can be (deepcopy recurses twice per level)
         content = content.copy() if isinstance(content, MessageContent) else copy_value(content)
         metadata = copy_value(values["metadata"])
-        metadata["clone_from"] = str(values["id"])
+        metadata["clone_from"] = uuid_text(values["id"])
+        cloned = clone_directly(type(self), values, content, metadata)  # values as validated: no constructor
+        if cloned is not None:
+            return cloned  # type: ignore[no-any-return]
         # A subclass's own fields (or a generated class's the fast roads do not know) are cloned too.
         extra = {} if type(self) in ENVELOPE_CLASSES else self._fields_beyond_the_envelope()
         sender, recipient = values["sender"], values["recipient"]

@@ -32,6 +32,7 @@ __all__ = [
     "JSON_SCALARS",
     "MISSING",
     "assemble",
+    "clone_directly",
     "copy_message",
     "deep_copy",
     "flat_records_copy",
@@ -157,6 +158,54 @@ def init_directly(message: Any, data: dict[str, Any], coerce_content: Callable[[
         channel = None
     fill_envelope(message, fields_set, new_uuid4(), time.time(), {}, content, None, sender, recipient, channel)
     return True
+
+
+# What clone() passes its class's constructor: every field but the new identity.
+_CLONED_FIELDS_SET = shared_fields_set(name for name in _FIELD_ORDER if name not in ("id", "created_at"))
+# An address a message holds in its final form (a plain name is an exact str: see normalize_address).
+_FINAL_ADDRESS_TYPES = frozenset({MessageRole, UUID, str, type(None)})
+
+
+def clone_directly(cls: type[BaseModel], values: dict[str, Any], content: Any, metadata: dict[str, Any]) -> Any:
+    """The clone `message.clone()` builds with its class's constructor, built directly: what
+    `cls(content=..., metadata=..., embedding=..., sender=..., recipient=..., channel=...)` makes of
+    values all still in their final form (a message's values may be changed in place). `values` is the
+    message's fields dict as read once (another thread's update swaps in a new one: the clone shows one
+    or the other); `content` and `metadata` are the clone's copies. None, having made nothing, for
+    anything else: a class the roads do not serve, generic content, metadata with a key that is not
+    text or with a `lion_class` (the constructor checks and drops it), an embedding not of finite
+    floats; the constructor then builds the clone or raises its error."""
+    if cls not in ENVELOPE_CLASSES:
+        return None
+    content_type = _DEFAULTS[cls]["content_type"]
+    if content_type is None or not isinstance(content, content_type):  # generic content: the constructor's
+        return None
+    if "lion_class" in metadata or not all(type(key) is str for key in metadata):
+        return None
+    embedding, sender, recipient = values["embedding"], values["sender"], values["recipient"]
+    channel = values["channel"]
+    if embedding is not None:
+        if not (set(map(type, embedding)) <= {float} and all(map(_isfinite, embedding))):
+            return None
+        embedding = list(embedding)
+    if (
+        type(sender) not in _FINAL_ADDRESS_TYPES
+        or type(recipient) not in _FINAL_ADDRESS_TYPES
+        or not (channel is None or type(channel) is str)
+    ):
+        return None
+    return fill_envelope(
+        _new_object(cls),
+        _CLONED_FIELDS_SET,
+        new_uuid4(),
+        time.time(),
+        metadata,
+        content,
+        embedding,
+        sender,
+        recipient,
+        channel,
+    )
 
 
 def load_record(cls: type[BaseModel], record: dict[str, Any]) -> Any:

@@ -15,7 +15,7 @@ from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, check_mode, sor
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["MessageContent", "copy_value", "owned_copy", "shallow_copy"]
+__all__ = ["MessageContent", "copy_field", "copy_value", "owned_copy", "shallow_copy"]
 
 
 class MessageContent:
@@ -188,7 +188,10 @@ class MessageContent:
     def copy(self) -> Self:
         """A deep copy (classes referenced by a field, such as a response model, are shared). A value
         deepcopy cannot copy (a lock) is shared, as construction keeps it as given; one nested deeper
-        than records are written is the record writers' ValueError."""
+        than records are written is the record writers' ValueError. A generated class copies field by
+        field (generated `copy`: each value by `copy_field`, so a list or dict that plain JSON holds
+        twice is copied twice, as `clone()` copies metadata); a subclass, which may hold more than its
+        dataclass fields, by deepcopy."""
         try:
             return copy.deepcopy(self)
         except Exception:  # deeper than deepcopy reaches (two frames per level), or a value it cannot copy
@@ -316,6 +319,22 @@ def own_container(value: list[Any] | dict[Any, Any]) -> Any:
         if copied is not None:
             return copied
     return owned_copy(value)
+
+
+# What deepcopy shares rather than copies: immutable scalars and classes (a subclass of a scalar may
+# be mutable, and is copied).
+_SHARED_BY_COPIES = frozenset({str, int, float, bool, type(None), type})
+
+
+def copy_field(value: Any) -> Any:
+    """A content field's value as the generated `copy()` copies it: what deepcopy shares (scalars, a
+    class) shared, an empty list or dict (the usual defaults) a new one, anything else by `copy_value`."""
+    kind = type(value)
+    if kind in _SHARED_BY_COPIES:
+        return value
+    if (kind is list or kind is dict) and not value:
+        return kind()
+    return copy_value(value)
 
 
 def copy_value(value: Any) -> Any:
