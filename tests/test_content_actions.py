@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from datetime import date
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from pydantic import BaseModel, ValidationError
@@ -84,6 +86,86 @@ def test_the_typed_constructors_copy_what_they_are_given_all_the_way_down() -> N
     assert response.output == {"rows": [{"id": 1}]}
     assert added.content.arguments == {"q": {"nested": [1]}}
     assert manager.messages[added.id].content.arguments == {"q": {"nested": [1]}}
+
+
+class _Rows(list[Any]):
+    """A list subclass: a container type of the caller's own."""
+
+
+class _Point(NamedTuple):
+    x: list[int]
+    y: int
+
+
+@pytest.mark.parametrize(
+    ("wrap", "rows_of"),
+    [
+        (lambda rows: (rows,), lambda held: held[0]),
+        (lambda rows: OrderedDict(rows=rows), lambda held: held["rows"]),
+        (lambda rows: _Rows([rows]), lambda held: held[0]),
+        (lambda rows: _Point(rows, 2), lambda held: held.x),
+        (lambda rows: {"nested": (rows,)}, lambda held: held["nested"][0]),
+    ],
+    ids=["tuple", "ordered-dict", "list-subclass", "named-tuple", "tuple-in-dict"],
+)
+def test_the_typed_constructor_copies_an_output_of_any_container_type(wrap: Any, rows_of: Any) -> None:
+    # Review an F2: only an exact list or dict was copied, so the caller's later change rewrote the record.
+    rows = [1]
+    output = wrap(rows)
+    response = ActionResponseContent(function="f", output=output)
+    record = response.to_dict(mode="json")
+    assert type(response.output) is type(output)
+    assert response.output is not output
+    rows.append(2)
+    assert rows_of(response.output) == [1]
+    assert response.to_dict(mode="json") == record
+
+
+@pytest.mark.parametrize(
+    "output",
+    [iter([1, 2]), (n for n in range(2)), map(str, "ab"), ([1], iter([3]))],
+    ids=["list-iterator", "generator", "map", "iterator-in-tuple"],
+)
+def test_the_typed_constructor_refuses_an_iterator_as_output(output: Any) -> None:
+    # Review an F1: the first record written used it up, every later one held nothing.
+    with pytest.raises(TypeError, match=r"^a message cannot keep an iterator \(\w+\): writing it would use it up"):
+        ActionResponseContent(function="f", output=output)
+
+
+def test_a_class_given_as_output_is_kept_as_the_class() -> None:
+    assert ActionResponseContent(function="f", output=Decimal).output is Decimal
+
+
+_LOCK = threading.Lock()
+
+
+@pytest.mark.parametrize(
+    ("wrap", "rows_of"),
+    [
+        (lambda rows: OrderedDict(lock=_LOCK, rows=rows), lambda held: held["rows"]),
+        (lambda rows: (_LOCK, rows), lambda held: held[1]),
+        (lambda rows: _Point(rows, _LOCK), lambda held: held.x),  # type: ignore[arg-type]
+        (lambda rows: _Rows([_LOCK, rows]), lambda held: held[1]),
+    ],
+    ids=["ordered-dict", "tuple", "named-tuple", "list-subclass"],
+)
+def test_a_container_of_any_type_holding_a_lock_is_copied_around_it(wrap: Any, rows_of: Any) -> None:
+    # Review an F3: only a plain dict or list was rebuilt around what deepcopy cannot copy; any other
+    # container was kept whole, so the caller's later changes beside the lock rewrote the recorded turn.
+    rows = [1]
+    manager = MessageManager()
+    given = wrap(rows)
+    call = manager.add_message(action_function="f", action_arguments={"held": given})
+    result = manager.add_message(action_request=call, action_output=wrap(rows))
+    rows.append(2)
+    for held in (call.content.arguments["held"], result.content.output):
+        assert type(held) is type(given)
+        assert held is not given
+        assert rows_of(held) == [1]
+        assert _LOCK in (held.values() if isinstance(held, dict) else held)
+    clone = result.clone()
+    rows_of(clone.content.output).append(3)
+    assert rows_of(result.content.output) == [1]
 
 
 FUZZY = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from typing import Any
 
 import pytest
@@ -61,6 +62,25 @@ def test_the_constructor_copies_context_tool_schemas_and_response_format_all_the
     assert content.prompt_context == [{"doc": {"pages": [1]}}]
     assert content.tool_schemas == [{"name": "search", "parameters": {"required": ["q"]}}]
     assert content.response_format == {"answer": {"type": "string"}}
+
+
+class _Verdict(BaseModel):
+    reasons: list[str] = []
+
+
+def test_the_constructor_copies_a_response_format_of_any_mapping_type_or_a_model_and_keeps_a_class() -> None:
+    # Review an F2: only an exact dict was copied; an OrderedDict or a model stayed the caller's object.
+    ordered = OrderedDict(type="object", required=["a"])
+    model = _Verdict(reasons=["r"])
+    by_ordered = InstructionContent(instruction="i", response_format=ordered)
+    by_model = InstructionContent(instruction="i", response_format=model)
+    ordered["required"].append("b")
+    model.reasons.append("s")
+    assert type(by_ordered.response_format) is OrderedDict
+    assert by_ordered.response_format == {"type": "object", "required": ["a"]}
+    assert type(by_model.response_format) is _Verdict
+    assert by_model.response_format.reasons == ["r"]
+    assert InstructionContent(instruction="i", response_format=_Verdict).response_format is _Verdict
 
 
 def test_handle_context_extend_and_replace() -> None:
@@ -139,7 +159,11 @@ def test_dict_response_format_is_kept_in_records() -> None:
 @pytest.mark.parametrize("response_format", [Answer, Answer(answer="a", score=1)], ids=["class", "instance"])
 def test_model_response_formats_are_python_only(response_format: Any) -> None:
     content = InstructionContent(instruction="q", response_format=response_format)
-    assert content.response_format is response_format
+    if isinstance(response_format, type):
+        assert content.response_format is response_format
+    else:  # a copy, as every other road makes (from_dict, the message's content dict, add_message)
+        assert content.response_format == response_format
+        assert content.response_format is not response_format
     assert content.to_dict() == {"instruction": "q"}
     structure = content._structure()
     assert isinstance(structure, JsonStructure)

@@ -173,7 +173,8 @@ class ActionRequestContent(ActionRequestBehaviour):
         return content
 
     def _own_containers(self) -> None:
-        # Each field that may hold a list or dict gets a copy (see MessageContent._own_containers).
+        # Each field that may hold a list, a dict or any other container gets a copy (see
+        # MessageContent._own_containers).
         value: Any
         value = self.arguments
         if value:  # an empty one is this content's own (see _from_checked)
@@ -412,7 +413,8 @@ class ActionResponseContent(ActionResponseBehaviour):
         return content
 
     def _own_containers(self) -> None:
-        # Each field that may hold a list or dict gets a copy (see MessageContent._own_containers).
+        # Each field that may hold a list, a dict or any other container gets a copy (see
+        # MessageContent._own_containers).
         value: Any
         value = self.arguments
         if value:  # an empty one is this content's own (see _from_checked)
@@ -420,6 +422,10 @@ class ActionResponseContent(ActionResponseBehaviour):
         value = self.output
         if type(value) is list or type(value) is dict:
             self.output = own_container(value)
+        elif type(value) not in JSON_SCALARS and not isinstance(value, type):
+            # A tuple, another mapping type, a model: deep-copied as the dict road copies it (an iterator
+            # is refused); a class is shared, as deepcopy shares it.
+            self.output = owned_copy(value)
 
     def to_dict(
         self, exclude: Collection[str] | None = None, *, mode: Literal["python", "json"] = "python"
@@ -565,7 +571,8 @@ class AssistantResponseContent(AssistantResponseBehaviour):
         return content
 
     def _own_containers(self) -> None:
-        # Each field that may hold a list or dict gets a copy (see MessageContent._own_containers).
+        # Each field that may hold a list, a dict or any other container gets a copy (see
+        # MessageContent._own_containers).
         return
 
     def to_dict(
@@ -906,7 +913,8 @@ class InstructionContent(InstructionBehaviour):
         return content
 
     def _own_containers(self) -> None:
-        # Each field that may hold a list or dict gets a copy (see MessageContent._own_containers).
+        # Each field that may hold a list, a dict or any other container gets a copy (see
+        # MessageContent._own_containers).
         value: Any
         value = self.prompt_context
         if value:  # an empty one is this content's own (see _from_checked)
@@ -917,6 +925,10 @@ class InstructionContent(InstructionBehaviour):
         value = self.response_format
         if type(value) is list or type(value) is dict:
             self.response_format = own_container(value)
+        elif type(value) not in JSON_SCALARS and not isinstance(value, type):
+            # A tuple, another mapping type, a model: deep-copied as the dict road copies it (an iterator
+            # is refused); a class is shared, as deepcopy shares it.
+            self.response_format = owned_copy(value)
         value = self.images
         if value:  # an empty one is this content's own (see _from_checked)
             self.images = own_container(value)
@@ -1110,7 +1122,8 @@ class SystemContent(SystemBehaviour):
         return content
 
     def _own_containers(self) -> None:
-        # Each field that may hold a list or dict gets a copy (see MessageContent._own_containers).
+        # Each field that may hold a list, a dict or any other container gets a copy (see
+        # MessageContent._own_containers).
         return
 
     def to_dict(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, MutableMapping, MutableSequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic_core import to_jsonable_python
@@ -353,13 +353,32 @@ def copy_value(value: Any) -> Any:
 
 
 def _copy_around_uncopyable(value: Any) -> Any:
-    """A list or dict that holds something deepcopy cannot copy, copied with that something shared, so
-    the copy's containers are still its own; anything else that deepcopy refused, shared as it is."""
-    if type(value) is dict:
+    """A container that holds something deepcopy cannot copy, copied with that something shared, so the
+    copy's containers are still its own: a dict, list or tuple rebuilt, a named tuple by its `_make`,
+    another mutable mapping or sequence (an OrderedDict, a list subclass) kept of its type, copied by
+    `copy.copy` and its members replaced by their copies. Anything else deepcopy refused, and a
+    container `copy.copy` cannot copy either, is shared as it is."""
+    kind = type(value)
+    if kind is dict:
         return {key: _copy_part(item) for key, item in value.items()}
-    if type(value) is list:
+    if kind is list:
         return [_copy_part(item) for item in value]
-    return value
+    if kind is tuple:
+        return tuple(_copy_part(item) for item in value)
+    if isinstance(value, tuple) and hasattr(kind, "_make"):  # a named tuple
+        return kind._make(_copy_part(item) for item in value)
+    if not isinstance(value, (MutableMapping, MutableSequence)):
+        return value
+    try:
+        duplicate = copy.copy(value)
+    except Exception:  # as uncopyable to copy.copy as to deepcopy: shared, as construction kept it
+        return value
+    if duplicate is value:
+        return value
+    keys = list(duplicate.keys()) if isinstance(duplicate, MutableMapping) else range(len(duplicate))
+    for key in keys:
+        duplicate[key] = _copy_part(duplicate[key])
+    return duplicate
 
 
 def _copy_part(value: Any) -> Any:
