@@ -16,7 +16,7 @@ from uuid import UUID, uuid4
 import pytest
 from generate import SCHEMA_DIR, SchemaSet
 from jsonschema.validators import Draft202012Validator
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator
 
 from lionmsg import (
     LION_CLASSES,
@@ -563,6 +563,35 @@ def test_include_and_exclude_reach_inside_a_messages_content_and_metadata(dump: 
     generic = Message(content={"a": 1, "b": 2})
     assert getattr(generic, dump)(exclude={"content": {"b"}})["content"] == {"a": 1}
     assert write() == message.to_dict(mode="json" if dump == "to_dict" else "python")  # no options: all of it
+
+
+_NESTED_OPTIONS = [
+    {"include": {"content": {"prompt_context": {0}}, "id": True}},
+    {"include": {"content": {"prompt_context": {"__all__": {"doc"}}}}},
+    {"exclude": {"content": {"prompt_context": {-1: True, 0: {"pages"}}}}},
+    {"exclude": {"metadata": {"trace": {"step"}}, "embedding": {0}}},
+    {"include": {"metadata": {"trace": True}, "embedding": {1}}, "exclude": {"metadata": {"trace": {"step"}}}},
+]
+
+
+@pytest.mark.parametrize(
+    "options",
+    _NESTED_OPTIONS,
+    ids=["first-context-item", "context-docs", "context-leave-out", "metadata-embedding", "include-and-exclude"],
+)
+@pytest.mark.parametrize("dump", ["model_dump", "to_dict"])
+def test_options_reach_every_level_of_content_and_metadata_as_pydantic_applies_them(
+    options: dict[str, Any], dump: str
+) -> None:
+    # Review ao F6: options nested deeper than the first level inside content and metadata were ignored.
+    message = Instruction(
+        content={"instruction": "x", "context": [{"doc": 1, "pages": [1, 2]}, {"doc": 2}, "note"]},
+        metadata={"trace": {"step": 3, "by": "a"}, "tags": ["t"]},
+        embedding=[0.5, 1.5],
+    )
+    mode = "json" if dump == "to_dict" else "python"
+    expected = TypeAdapter(Any).dump_python(message.to_dict(mode=mode), **options)
+    assert getattr(message, dump)(**options) == expected
 
 
 @pytest.mark.parametrize(

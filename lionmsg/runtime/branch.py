@@ -250,6 +250,7 @@ class Branch(Element):
 
     def _record(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
         record: dict[str, Any] = handler(self)
+        handled = set(record)  # the keys pydantic made (its options applied), before the parts
         view = self.metadata.get(CURRENT_PROGRESSION)  # as it is: writing a record changes nothing
         metadata = record.get("metadata")  # absent when model_dump(exclude=...) leaves it out
         if metadata is not None and CURRENT_PROGRESSION not in metadata:  # the view excluded by the options
@@ -265,7 +266,7 @@ class Branch(Element):
                 metadata[CURRENT_PROGRESSION] = [uuid_text(ident) for ident in listed]
         if not parts_later(info):
             self._add_part_records(record, info.mode)
-        return chosen_parts(record, info)
+        return chosen_parts(record, info, handled)
 
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
         # In the asked mode, unchecked: to_dict checks the whole record (naming `$.messages...`), and a

@@ -10,7 +10,7 @@ import math
 import re
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast, overload
 from uuid import UUID
@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     FieldSerializationInfo,
+    TypeAdapter,
     ValidationError,
     WithJsonSchema,
     field_serializer,
@@ -52,12 +53,20 @@ _PARTS_LATER_KEY = "lionmsg_parts_later"
 _PARTS_LATER: dict[str, Any] = {_PARTS_LATER_KEY: True}  # the serialization context that says so
 
 
-def chosen_parts(record: dict[str, Any], info: Any) -> dict[str, Any]:
-    """A container's record as its serializer returns it: the parts it added itself (which pydantic's
-    `include`/`exclude` do not reach) left out as those options say, as its fields are."""
+def chosen_parts(record: dict[str, Any], info: Any, handled: Collection[str]) -> dict[str, Any]:
+    """A container's record as its serializer returns it: the keys pydantic's dump made (`handled`, its
+    fields, with `include`/`exclude` applied by pydantic) as they are, and the parts the serializer added
+    itself, which pydantic's options do not reach, chosen as those options say, at every level."""
     if info.include is None and info.exclude is None:
         return record
-    return chosen_keys(record, info.include, info.exclude)
+    chosen = chosen_keys(
+        {key: value for key, value in record.items() if key not in handled}, info.include, info.exclude
+    )
+    return {
+        key: value if key in handled else chosen[key]
+        for key, value in record.items()
+        if key in handled or key in chosen
+    }
 
 
 def parts_later(info: Any) -> bool:
@@ -381,17 +390,18 @@ def jsonable_keeping_keys(value: Any) -> Any:
 
 
 def chosen_keys(record: dict[str, Any], include: Any, exclude: Any) -> dict[str, Any]:
-    """`record`'s keys as `include`/`exclude` choose them, in pydantic's forms (a set of names, or a dict
-    of names to True or to what to choose inside): what a serializer that builds a dict itself (a
-    container's parts, content, metadata with its class name) applies, since pydantic cannot reach
-    into it. What they say of a level further in is not applied."""
-    if include is not None:
-        record = {key: value for key, value in record.items() if key in include}
-    if isinstance(exclude, Mapping):  # {name: True} leaves a key out; {name: {...}} reaches inside it
-        record = {key: value for key, value in record.items() if exclude.get(key) not in (True, ...)}
-    elif exclude is not None:
-        record = {key: value for key, value in record.items() if key not in exclude}
-    return record
+    """`record` as `include`/`exclude` choose from it, in pydantic's grammar at every level (sets or
+    dicts of keys, list positions, `__all__`): what a serializer that builds a dict itself (a
+    container's parts, content, metadata with its class name) applies, since pydantic's own options
+    do not reach into a value a serializer returns. pydantic applies them (python mode: the values are
+    the record's already)."""
+    if include is None and exclude is None:
+        return record
+    chosen: dict[str, Any] = _PLAIN_DATA.dump_python(record, include=include, exclude=exclude)
+    return chosen
+
+
+_PLAIN_DATA: TypeAdapter[Any] = TypeAdapter(Any)
 
 
 class Node(Element):

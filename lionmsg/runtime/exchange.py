@@ -390,11 +390,12 @@ class Exchange(CopiedUnderLock, Element):
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
         with self._lock:  # every flow and the drop record as of one moment
             record: dict[str, Any] = handler(self)
+            handled = set(record)  # the keys pydantic made (its options applied), before the parts
             if not parts_later(info):
                 self._add_part_records(record, info.mode)
             record["dropped"] = [asdict(item) for item in self._dropped]
             record["drop_counts"] = dict(self._drop_counts)
-        return chosen_parts(record, info)
+        return chosen_parts(record, info, handled)
 
     def _unchecked_record(self, mode: str) -> dict[str, Any]:
         with self._lock:  # the record and its parts' records as of one moment

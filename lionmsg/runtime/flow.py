@@ -409,9 +409,10 @@ class Flow(CopiedUnderLock, Element):
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
         with self._storage.lock:  # the items and every progression as of one moment
             record: dict[str, Any] = handler(self)
+            handled = set(record)  # the keys pydantic made (its options applied), before the parts
             if not parts_later(info):
                 self._add_part_records(record, info.mode)
-        return chosen_parts(record, info)
+        return chosen_parts(record, info, handled)
 
     def _unchecked_record(self, mode: str) -> dict[str, Any]:
         with self._storage.lock:  # the record and its parts' records as of one moment

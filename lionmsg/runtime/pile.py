@@ -517,11 +517,12 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
             if len(self._progression._ids) != len(self._items):  # a record would leave a held item out
                 raise self._out_of_step()
             record: dict[str, Any] = handler(self)
+            handled = set(record)  # the keys pydantic made (its options applied), before the parts
             if not parts_later(info):
                 self._add_part_records(record, info.mode)
             record["progression"] = self._progression.model_dump(mode=info.mode)
         record["item_type"] = None if self._item_type is None else sorted(t.__name__ for t in self._item_type)
-        return chosen_parts(record, info)
+        return chosen_parts(record, info, handled)
 
     def _unchecked_record(self, mode: str) -> dict[str, Any]:
         with self._lock:  # the record and its parts' records as of one moment
