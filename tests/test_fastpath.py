@@ -1329,7 +1329,20 @@ _CONSTRUCTOR_ARGUMENTS = st.fixed_dictionaries(
         "sender": _ADDRESSES,
         "recipient": _ADDRESSES,
         "channel": st.sampled_from(["c", None, 5, _Text("s")]),
-        "metadata": st.sampled_from([{"k": 1}, {}]),  # not the direct road's: pydantic's own
+        "metadata": st.sampled_from(
+            [
+                {"k": 1},
+                {},
+                {"nested": {"rows": [1]}},
+                {"lion_class": "Instruction"},  # checked against the class and dropped: pydantic's road
+                {"lion_class": "System"},
+                {1: "not text"},
+                {_Text("k"): 1},
+                collections.OrderedDict(k=1),
+                "not a mapping",
+                None,
+            ]
+        ),
         "role": st.sampled_from(["user", "system"]),  # ignored: the class decides it
     },
 )
@@ -1357,6 +1370,12 @@ def test_a_message_constructed_is_what_pydantics_validation_makes(kind: Any, arg
     if constructed[0] == "message" and isinstance(arguments.get("content"), dict):  # the caller's stay the caller's
         held = {id(value) for value in _containers_in(arguments["content"])}
         assert held.isdisjoint(id(value) for value in _containers_in(_content_values(kind(**arguments))))
+    given = arguments.get("metadata")
+    if constructed[0] == "message" and isinstance(given, dict):  # a new dict, its values shared, as pydantic's
+        message = kind(**arguments)
+        assert message.metadata is not given
+        assert [type(key) for key in message.metadata] == [type(key) for key in made(by_pydantic)[2]["metadata"]]
+        assert all(message.metadata[key] is value for key, value in given.items() if key != "lion_class")
 
 
 @dataclasses.dataclass(slots=True)

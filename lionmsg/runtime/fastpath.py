@@ -98,7 +98,7 @@ def assemble(
     )
 
 
-_INIT_ARGUMENTS = frozenset({"content", "sender", "recipient", "channel"})
+_INIT_ARGUMENTS = frozenset({"content", "sender", "recipient", "channel", "metadata"})
 # A constructed message's fields set: the arguments given, by (content, channel, sender, recipient).
 _INIT_FIELDS_SETS = {
     (content, channel, sender, recipient): shared_fields_set(
@@ -111,16 +111,26 @@ _INIT_FIELDS_SETS = {
     for sender in (False, True)
     for recipient in (False, True)
 }
+_INIT_FIELDS_SETS_WITH_METADATA = {
+    given: shared_fields_set({*fields, "metadata"}) for given, fields in _INIT_FIELDS_SETS.items()
+}
 
 
 def init_directly(message: Any, data: dict[str, Any], coerce_content: Callable[[type[Any], Any], Any]) -> bool:
     """Initialise `message`, new and of a typed kind in ENVELOPE_CLASSES, from constructor arguments
-    naming only content and routing, as pydantic's validation would (the same validators' work:
-    `coerce_content`, the content field's, and the address rule, without pydantic's machinery); False,
-    changing nothing, for anything else or anything refused: pydantic's road then builds it or raises
-    its error (ValidationError, or the content's TypeError)."""
+    naming only content, routing and metadata, as pydantic's validation would (the same validators'
+    work: `coerce_content`, the content field's, the address rule, and for metadata a new dict of the
+    same entries, without pydantic's machinery); False, changing nothing, for anything else or anything
+    refused: pydantic's road then builds it or raises its error (ValidationError, or the content's
+    TypeError). Metadata is taken here only as a dict with text keys and no `lion_class` (which its
+    validator checks against the class and drops)."""
     if not data.keys() <= _INIT_ARGUMENTS:
         return False
+    metadata = data.get("metadata", MISSING)
+    if metadata is not MISSING:
+        if type(metadata) is not dict or "lion_class" in metadata or not all(type(key) is str for key in metadata):
+            return False
+        metadata = dict(metadata)  # pydantic's dict validation makes a new one; the values stay the caller's
     defaults = _DEFAULTS[type(message)]
     content_type = defaults["content_type"]
     get = data.get
@@ -128,7 +138,7 @@ def init_directly(message: Any, data: dict[str, Any], coerce_content: Callable[[
     if content_type is None or not (channel is MISSING or channel is None or type(channel) is str):  # strict
         return False
     content, sender, recipient = get("content", MISSING), get("sender", MISSING), get("recipient", MISSING)
-    fields_set = _INIT_FIELDS_SETS[
+    fields_set = (_INIT_FIELDS_SETS if metadata is MISSING else _INIT_FIELDS_SETS_WITH_METADATA)[
         content is not MISSING, channel is not MISSING, sender is not MISSING, recipient is not MISSING
     ]
     try:
@@ -156,7 +166,9 @@ def init_directly(message: Any, data: dict[str, Any], coerce_content: Callable[[
         return False
     if channel is MISSING:
         channel = None
-    fill_envelope(message, fields_set, new_uuid4(), time.time(), {}, content, None, sender, recipient, channel)
+    if metadata is MISSING:
+        metadata = {}
+    fill_envelope(message, fields_set, new_uuid4(), time.time(), metadata, content, None, sender, recipient, channel)
     return True
 
 
