@@ -19,14 +19,17 @@ from lionmsg import (
     ActionRequest,
     ActionResponse,
     AssistantResponse,
+    Branch,
     Element,
     Instruction,
     Message,
+    MessageManager,
     Node,
     Pile,
     Progression,
     System,
 )
+from lionmsg.runtime import wire
 from tests.conftest import assert_record_refused, fields_of
 from tests.samples import rich_messages
 
@@ -1249,3 +1252,19 @@ def test_include_and_exclude_choose_a_piles_parts_as_its_fields(dump: str) -> No
     assert set(write(include={"id"})) == {"id"}
     assert set(write(include={"collections", "progression"})) == {"collections", "progression"}
     assert not {"collections", "item_type"} & set(write(exclude={"collections", "item_type"}))
+
+
+def test_a_container_record_names_a_nan_beside_messages_whose_records_were_checked_as_they_were_built() -> None:
+    # The messages' one-pass records are known finite and not walked again by the container's check
+    # (wire.note_finite): a message whose record took pydantic's road, with a NaN in it, is still found.
+    checked = [Instruction(content={"instruction": f"q{i}", "context": [{"score": 0.5}]}) for i in range(3)]
+    with_nan = Message(content={"score": float("nan")})
+    with pytest.raises(ValueError, match=r"^cannot write nan as JSON \(at \$\.collections\[3\]\.content\.score\)$"):
+        Pile([*checked, with_nan]).to_dict()
+    with pytest.raises(ValueError, match=r"at \$\.messages\.collections\[3\]\.content\.score\)$"):
+        Branch(messages=[*checked, with_nan]).to_json()
+    inf = Instruction(content={"instruction": "x", "context": [{"s": float("inf")}]})
+    with pytest.raises(ValueError, match=r"at \$\.messages\.collections\[3\]\.content\.prompt_context\[0\]\.s\)$"):
+        MessageManager(messages=[*checked, inf]).to_dict()
+    assert wire._FINITE_PARTS.get() is None  # nothing noted outside a record being written
+    assert Pile(checked).to_dict()["collections"] == [message.to_dict() for message in checked]

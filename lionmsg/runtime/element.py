@@ -30,7 +30,15 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError, to_jsonable_python
 
 from lionmsg.runtime.ids import new_uuid4, uuid_text
-from lionmsg.runtime.wire import CANONICAL_UUID, UNWRITABLE_DEPTH, check_finite, check_mode, loads_json, write_json
+from lionmsg.runtime.wire import (
+    CANONICAL_UUID,
+    UNWRITABLE_DEPTH,
+    check_finite,
+    check_mode,
+    finite_parts_noted,
+    loads_json,
+    write_json,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -234,12 +242,13 @@ class Element(BaseModel):
         `include`...) go to pydantic's `model_dump`, as LionAGI passes them: a part of the record then,
         which `from_dict` may not load."""
         check_mode(mode)
-        try:
-            record = self.model_dump(mode=mode, **options) if options else self._unchecked_record(mode)
-        except RecursionError:
-            raise ValueError(UNWRITABLE_DEPTH) from None
+        with finite_parts_noted() as finite_parts:  # the messages' one-pass records, checked as they were built
+            try:
+                record = self.model_dump(mode=mode, **options) if options else self._unchecked_record(mode)
+            except RecursionError:
+                raise ValueError(UNWRITABLE_DEPTH) from None
         if mode == "json":
-            check_finite(record)
+            check_finite(record, finite_parts)
         return record
 
     def _unchecked_record(self, mode: str) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from lionmsg.runtime.fastpath import (
 )
 from lionmsg.runtime.fieldsets import SharedFieldsSet, mark_field_set, own_fields_set, set_fields_set
 from lionmsg.runtime.ids import uuid_text
-from lionmsg.runtime.wire import UNWRITABLE_DEPTH, RecordFieldError
+from lionmsg.runtime.wire import UNWRITABLE_DEPTH, RecordFieldError, note_finite
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -426,10 +426,13 @@ class MessageBehaviour(Node, Sendable):
         return super().to_dict(mode, **options)
 
     def _unchecked_record(self, mode: str) -> dict[str, Any]:
-        # The plain record holds finite numbers only (json_copy refuses the rest): the check is the
-        # container's anyway.
+        # The plain record holds finite numbers only (json_copy refuses the rest): noted so, the container's
+        # check of its whole record does not walk it again.
         record = self._plain_record() if mode == "json" else None
-        return self.model_dump(mode=mode) if record is None else record
+        if record is None:
+            return self.model_dump(mode=mode)
+        note_finite(record)
+        return record
 
     def _plain_record(self) -> dict[str, Any] | None:
         """`model_dump(mode="json")`, built directly when every value is plain JSON data already (and the

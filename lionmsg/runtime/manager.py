@@ -35,7 +35,7 @@ from lionmsg.runtime.ids import parse_canonical_uuid
 from lionmsg.runtime.pile import Pile, changes_made
 from lionmsg.runtime.progression import Progression
 from lionmsg.runtime.threadlock import acquire_without_blocking_the_loop
-from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, loads_json, write_json
+from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, finite_parts_noted, loads_json, write_json
 
 __all__ = [
     "INVALID_PROGRESSION",
@@ -433,7 +433,7 @@ class MessageManager:
     def to_dict(self) -> dict[str, Any]:
         """The history as a record: the messages (a pile record, in order) and the system's id. A NaN
         or infinity in a message is a ValueError naming where it is in this record."""
-        with self.messages._lock:  # the system and the messages as of one moment
+        with self.messages._lock, finite_parts_noted() as finite_parts:  # the history as of one moment
             refuse_misplaced_system(self)
             system = self.system
             try:
@@ -444,7 +444,7 @@ class MessageManager:
             "messages": messages,
             "system": None if system is None else str(system.id),
         }
-        check_finite(record)
+        check_finite(record, finite_parts)
         return record
 
     def to_json(self) -> str:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 from typing import Any
 
@@ -19,8 +21,10 @@ __all__ = [
     "RecordFieldError",
     "check_finite",
     "check_mode",
+    "finite_parts_noted",
     "loads_json",
     "matches",
+    "note_finite",
     "sorted_names",
     "write_json",
 ]
@@ -133,14 +137,42 @@ def check_mode(mode: Any) -> None:
         raise ValueError(f"unsupported mode {mode!r}: records are written in mode 'json' or 'python'")
 
 
-def check_finite(data: Any) -> None:
+# The records built, within one container's record, of finite numbers only (by id, each kept alive with
+# its id until the check ran): see note_finite. None outside `finite_parts_noted`.
+_FINITE_PARTS: ContextVar[dict[int, Any] | None] = ContextVar("lionmsg_finite_parts", default=None)
+
+
+@contextmanager
+def finite_parts_noted() -> Iterator[dict[int, Any]]:
+    """While a record is built: the parts `note_finite` marks (by id), for `check_finite` to skip. Per
+    thread and task (a context variable); a nested use notes into its own."""
+    noted: dict[int, Any] = {}
+    token = _FINITE_PARTS.set(noted)
+    try:
+        yield noted
+    finally:
+        _FINITE_PARTS.reset(token)
+
+
+def note_finite(record: dict[str, Any]) -> None:
+    """Mark a record, just built and holding finite numbers only (a message's one-pass record, whose
+    copy refuses the rest), so the check of the container record it goes into does not walk it again."""
+    noted = _FINITE_PARTS.get()
+    if noted is not None:
+        noted[id(record)] = record
+
+
+def check_finite(data: Any, finite_parts: dict[int, Any] | None = None) -> None:
     """Raise ValueError at the first NaN or infinity in JSON-mode data (dicts, lists, scalars), naming
-    where it is: JSON has no spelling for them, and writing `null` instead would lose the value."""
+    where it is: JSON has no spelling for them, and writing `null` instead would lose the value. The
+    dicts `finite_parts` holds (noted while the data was built) are known finite and not walked."""
     pending = [data]
     while pending:  # one pass without paths: the common case finds nothing
         value = pending.pop()
         kind = type(value)
         if kind is dict:
+            if finite_parts and id(value) in finite_parts:
+                continue
             pending.extend(value.values())
         elif kind is list:
             pending.extend(value)
