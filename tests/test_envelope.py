@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -709,3 +710,18 @@ def test_image_content_is_the_chat_messages_image_parts_as_in_lionagi() -> None:
     message.content.images.append("ftp://not/an/image")  # changed in place: rendering refuses it
     assert message.chat_msg is None
     assert message.image_content is None
+
+
+def test_updating_one_address_writes_it_in_place_and_keeps_the_fields_dict_compact() -> None:
+    # One value changed is written into the message's own fields dict (no reader can see half of a
+    # one-value change), which keeps sharing its class's key table where the interpreter shares them.
+    message = Instruction(content={"instruction": "q"}, recipient="assistant")
+    fields, size = message.__dict__, sys.getsizeof(message.__dict__)
+    message.update(sender="user")
+    message.update(recipient=None, sender=None)  # falsy: nothing to change
+    assert message.__dict__ is fields
+    assert sys.getsizeof(message.__dict__) == size
+    assert (message.sender, message.recipient) == (MessageRole.USER, MessageRole.ASSISTANT)
+    assert "sender" in message.model_fields_set
+    message.update(sender="tool-7", recipient="user")  # two values: a new fields dict, swapped in whole
+    assert (message.sender, message.recipient) == ("tool-7", MessageRole.USER)

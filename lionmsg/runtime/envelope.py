@@ -311,6 +311,9 @@ class MessageBehaviour(Node, Sendable):
             return
         # Every value is already validated: store it without a second validation pass, unless another
         # thread replaced the content meanwhile: then the change is made again on what it holds now.
+        if new_content is None and (new_sender is None or new_recipient is None):
+            self._store_one_address(new_sender, new_recipient)
+            return
         while True:
             with _CHANGING_FIELDS:
                 fields = dict(self.__dict__)
@@ -327,6 +330,20 @@ class MessageBehaviour(Node, Sendable):
                     return
             content = self.__dict__["content"]
             new_content = self._updated_content(content, content_fields)
+
+    def _store_one_address(self, sender: Any, recipient: Any) -> None:
+        """`update()` of one address (or none), valid already: written in place, one value, so no reader
+        sees half of a change (and the fields dict keeps sharing its class's key table), under the lock
+        that every change of the fields takes."""
+        name, value = ("sender", sender) if recipient is None else ("recipient", recipient)
+        if value is None:
+            return
+        _start_changing_fields()  # not `with`: half the cost
+        try:
+            self.__dict__[name] = value
+            mark_field_set(self, name)
+        finally:
+            _stop_changing_fields()
 
     def _assign_all(self, changes: dict[str, Any]) -> None:
         """A subclass's road for a change of several fields: pydantic's assignment of each, on the message
