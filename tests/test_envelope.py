@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -712,16 +712,26 @@ def test_image_content_is_the_chat_messages_image_parts_as_in_lionagi() -> None:
     assert message.image_content is None
 
 
-def test_updating_one_address_writes_it_in_place_and_keeps_the_fields_dict_compact() -> None:
-    # One value changed is written into the message's own fields dict (no reader can see half of a
-    # one-value change), which keeps sharing its class's key table where the interpreter shares them.
+def test_every_change_swaps_in_a_new_fields_dict_and_leaves_the_one_a_reader_holds_as_it_was() -> None:
+    # A reader (a record, a dump, a clone) reads the fields dict once, then several of its values: it sees
+    # the message as it was, never half of a change nor one address of a change beside the other of the
+    # next one (a one-address update wrote in place before review ap).
     message = Instruction(content={"instruction": "q"}, recipient="assistant")
-    fields, size = message.__dict__, sys.getsizeof(message.__dict__)
-    message.update(sender="user")
+    changes: list[Callable[[], None]] = [
+        lambda: message.update(sender="user"),
+        lambda: message.update(recipient="tool-7"),
+        lambda: message.update(sender="tool-7", recipient="user"),
+        lambda: setattr(message, "channel", "ops"),
+        lambda: message.update(guidance="Briefly."),
+        lambda: message._merge_extra({"a": 1}),
+    ]
+    for change in changes:
+        held = message.__dict__
+        before = dict(held)
+        change()
+        assert message.__dict__ is not held
+        assert held == before
     message.update(recipient=None, sender=None)  # falsy: nothing to change
-    assert message.__dict__ is fields
-    assert sys.getsizeof(message.__dict__) == size
-    assert (message.sender, message.recipient) == (MessageRole.USER, MessageRole.ASSISTANT)
-    assert "sender" in message.model_fields_set
-    message.update(sender="tool-7", recipient="user")  # two values: a new fields dict, swapped in whole
-    assert (message.sender, message.recipient) == ("tool-7", MessageRole.USER)
+    assert (message.sender, message.recipient, message.channel) == ("tool-7", MessageRole.USER, "ops")
+    assert (message.content.guidance, message.metadata["extra"]) == ("Briefly.", {"a": 1})
+    assert {"sender", "recipient", "channel"} <= message.model_fields_set

@@ -767,3 +767,82 @@ def test_a_clone_shows_the_message_before_a_concurrent_update_or_after_it(monkey
     clone = message.clone()
     assert (message.sender, message.content.guidance) == ("assistant", "new")
     assert (clone.sender, clone.content.guidance) == ("user", "old")
+
+
+def test_a_record_shows_each_one_address_update_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two one-address updates land (another thread's, here run where the thread switch would come) after a
+    # record read the sender and before it read the recipient: the record shows the message as it was,
+    # never the old sender beside the recipient of the later change.
+    from lionmsg.runtime import envelope
+
+    message = Instruction(content={"instruction": "Summarise."}, sender="s1", recipient="r1")
+    dump_address = envelope.dump_address
+    calls: list[Any] = []
+
+    def update_between_the_reads(address: Any) -> Any:
+        calls.append(address)
+        if len(calls) == 1:  # the sender is read: both updates land before the recipient is
+            message.update(sender="s2")
+            message.update(recipient="r2")
+        return dump_address(address)
+
+    monkeypatch.setattr(envelope, "dump_address", update_between_the_reads)
+    record = message.to_dict()
+    assert (record["sender"], record["recipient"]) == ("s1", "r1")
+    assert (message.sender, message.recipient) == ("s2", "r2")
+
+
+def test_a_container_record_never_holds_an_embedding_changed_to_nan_after_its_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Another thread writes a NaN into a stored message's embedding just after the record's check of it:
+    # the record holds the copy that was checked (a container trusts its messages' records as finite).
+    from lionmsg.runtime import envelope
+
+    manager = MessageManager()
+    message = manager.add_message(instruction="Summarise.")
+    message.embedding = [1.0, 2.0]
+    check = envelope.check_embedding
+
+    def nan_after_the_check(owner: Any, embedding: list[Any]) -> bool:
+        checked = check(owner, embedding)
+        message.__dict__["embedding"][0] = float("nan")
+        return checked
+
+    monkeypatch.setattr(envelope, "check_embedding", nan_after_the_check)
+    [record] = manager.messages.to_dict()["collections"]
+    assert record["embedding"] == [1.0, 2.0]
+    message.__dict__["embedding"][0] = 1.0
+    assert '"embedding":[1.0,2.0]' in manager.messages.to_json().replace(" ", "")
+
+
+def _nan_after_the_last_check(monkeypatch: pytest.MonkeyPatch, changed: list[float]) -> None:
+    """Makes the fast roads' finite-number check write a NaN into `changed` once it has passed its last
+    entry, as another thread could between a check of a list and its copy."""
+    from lionmsg.runtime import fastpath
+
+    isfinite = fastpath._isfinite
+    seen = 0
+
+    def check(number: float) -> bool:
+        nonlocal seen
+        seen += 1
+        if seen == len(changed):
+            changed[0] = float("nan")
+        return isfinite(number)
+
+    monkeypatch.setattr(fastpath, "_isfinite", check)
+
+
+def test_a_clone_keeps_the_embedding_it_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    message = Instruction(content={"instruction": "Summarise."}, embedding=[1.0, 2.0])
+    _nan_after_the_last_check(monkeypatch, message.__dict__["embedding"])
+    clone = message.clone()
+    assert clone.embedding == [1.0, 2.0]
+
+
+def test_a_loaded_message_keeps_the_embedding_it_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    record = Instruction(content={"instruction": "Summarise."}, embedding=[1.0, 2.0]).to_dict()
+    _nan_after_the_last_check(monkeypatch, record["embedding"])
+    loaded = Instruction.from_dict(record)
+    assert loaded.embedding == [1.0, 2.0]

@@ -198,7 +198,7 @@ class MessageBehaviour(Node, Sendable):
             BaseModel.__setattr__(stand_in, name, value)
             validated = stand_in.__dict__[name]
             with _CHANGING_FIELDS:
-                fields = dict(self.__dict__)
+                fields = self.__dict__.copy()  # copy() keeps the shared key table; dict() would not
                 fields[name] = validated
                 set_fields_dict(self, fields)
                 mark_field_set(self, name)  # as pydantic records it: never in a set other messages share
@@ -316,7 +316,7 @@ class MessageBehaviour(Node, Sendable):
             return
         while True:
             with _CHANGING_FIELDS:
-                fields = dict(self.__dict__)
+                fields = self.__dict__.copy()
                 if new_content is None or fields["content"] is content:
                     for name, changed in (
                         ("sender", new_sender),
@@ -332,15 +332,18 @@ class MessageBehaviour(Node, Sendable):
             new_content = self._updated_content(content, content_fields)
 
     def _store_one_address(self, sender: Any, recipient: Any) -> None:
-        """`update()` of one address (or none), valid already: written in place, one value, so no reader
-        sees half of a change (and the fields dict keeps sharing its class's key table), under the lock
-        that every change of the fields takes."""
+        """`update()` of one address (or none), valid already, under the lock that every change of the
+        fields takes. Swapped in, not written in place: a reader (a record, a dump, a clone) reads the
+        fields dict once and then several of its values, so it sees the message before this change or
+        after it, never one address of a change beside the other of the next."""
         name, value = ("sender", sender) if recipient is None else ("recipient", recipient)
         if value is None:
             return
         _start_changing_fields()  # not `with`: half the cost
         try:
-            self.__dict__[name] = value
+            fields = self.__dict__.copy()
+            fields[name] = value
+            set_fields_dict(self, fields)
             mark_field_set(self, name)
         finally:
             _stop_changing_fields()
@@ -389,7 +392,7 @@ class MessageBehaviour(Node, Sendable):
             self._assign_all({"metadata": _merged_extra(self.metadata, values)})
             return
         with _CHANGING_FIELDS:
-            fields = dict(self.__dict__)
+            fields = self.__dict__.copy()
             fields["metadata"] = _merged_extra(fields["metadata"], values)
             set_fields_dict(self, fields)
 
@@ -457,8 +460,12 @@ class MessageBehaviour(Node, Sendable):
         values = self.__dict__
         embedding = values["embedding"]
         # Changed in place since checked, perhaps: both roads need it checked (pydantic's names a NaN).
-        if embedding is not None and not check_embedding(self, embedding):
-            return None
+        # The copy is what is checked and written: another thread may change the list meanwhile, and the
+        # record is marked finite for the containers' check (`note_finite`).
+        if embedding is not None:
+            embedding = list(embedding)
+            if not check_embedding(self, embedding):
+                return None
         if type(self) not in ENVELOPE_CLASSES:
             return None
         content = values["content"]
@@ -473,7 +480,7 @@ class MessageBehaviour(Node, Sendable):
             "created_at": values["created_at"],
             "metadata": metadata,
             "content": body,
-            "embedding": None if embedding is None else list(embedding),
+            "embedding": embedding,
             "sender": dump_address(values["sender"]),
             "recipient": dump_address(values["recipient"]),
             "channel": values["channel"],

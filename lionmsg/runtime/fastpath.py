@@ -197,9 +197,9 @@ def clone_directly(cls: type[BaseModel], values: dict[str, Any], content: Any, m
     embedding, sender, recipient = values["embedding"], values["sender"], values["recipient"]
     channel = values["channel"]
     if embedding is not None:
+        embedding = list(embedding)  # checked as copied: another thread may change the clone's original
         if not (set(map(type, embedding)) <= {float} and all(map(_isfinite, embedding))):
             return None
-        embedding = list(embedding)
     if (
         type(sender) not in _FINAL_ADDRESS_TYPES
         or type(recipient) not in _FINAL_ADDRESS_TYPES
@@ -269,9 +269,11 @@ def load_envelope(cls: type[BaseModel], record: dict[str, Any], content: Any) ->
         return None
     embedding = record.get("embedding")
     if embedding is not None:
-        if type(embedding) is not list or not all(type(x) is float and _isfinite(x) for x in embedding):
+        if type(embedding) is not list:
             return None
-        embedding = list(embedding)
+        embedding = list(embedding)  # the copy kept is the one checked
+        if not all(type(x) is float and _isfinite(x) for x in embedding):
+            return None
     channel = record.get("channel")
     if channel is not None and type(channel) is not str:
         return None
