@@ -547,7 +547,18 @@ def _containers() -> dict[str, Any]:
         exchange.register(owner)
     exchange.send(owners[0], owners[1], {"text": "hi", "rows": [1, 2]})
     exchange.send(owners[1], None, {"text": "all"})
-    return {"branch": branch, "pile": Pile(list(branch.messages)), "exchange": exchange}
+    ids = [message.id for message in branch.messages]
+    viewed, listed = _branch(), _branch()
+    viewed.metadata["current_progression"] = Progression([m.id for m in viewed.messages], name="view")
+    listed.metadata["current_progression"] = [m.id for m in listed.messages]
+    return {
+        "branch": branch,
+        "viewed": viewed,
+        "listed": listed,
+        "pile": Pile(list(branch.messages)),
+        "progression": Progression(ids, name="order"),
+        "exchange": exchange,
+    }
 
 
 @pytest.mark.parametrize(
@@ -556,6 +567,12 @@ def _containers() -> dict[str, Any]:
         ("branch", {"include": {"messages": {"collections": {"__all__": {"id", "content"}}}, "id": True}}),
         ("branch", {"exclude": {"messages": {"progression": True, "collections": {0}}}}),
         ("branch", {"include": {"messages": {"collections": {-1: {"content": {"instruction"}}}}}}),
+        ("viewed", {"exclude": {"metadata": {"current_progression": {"order": True}}}}),
+        ("viewed", {"include": {"metadata": {"current_progression": {"name", "order"}}, "id": True}}),
+        ("viewed", {"exclude": {"metadata": {"current_progression": {"order": {0}}}}}),
+        ("listed", {"exclude": {"metadata": {"current_progression": {0}}}}),
+        ("progression", {"exclude": {"order": {0}}}),
+        ("progression", {"include": {"order": {-1}, "name": True}}),
         ("pile", {"include": {"collections": {"__all__": {"id"}}, "progression": {"order": {0}}}}),
         ("pile", {"exclude": {"collections": {"__all__": {"content", "metadata"}}, "item_type": True}}),
         ("exchange", {"include": {"flows": {"__all__": {"name", "progressions"}}, "drop_counts": True}}),
@@ -566,6 +583,12 @@ def _containers() -> dict[str, Any]:
         "branch-messages-items-id-content",
         "branch-no-progression-no-first",
         "branch-last-instruction",
+        "branch-view-without-order",
+        "branch-view-name-and-order",
+        "branch-view-without-first",
+        "branch-list-view-without-first",
+        "progression-without-first",
+        "progression-last-and-name",
         "pile-ids-first-position",
         "pile-no-content-metadata",
         "exchange-flow-names",
@@ -577,7 +600,8 @@ def test_options_reach_inside_a_containers_parts_as_pydantic_applies_them(
     container: str, options: dict[str, Any], mode: str
 ) -> None:
     # Review ao F6: options nested into a part the serializer adds itself (a branch's messages, a pile's
-    # items, an Exchange's flows) were ignored, so the record was not the one asked for.
+    # items, an Exchange's flows) were ignored, so the record was not the one asked for; review ap F3:
+    # also into a branch's view and, in python mode, a progression's ids.
     made = _containers()[container]
     whole = made.model_dump(mode=mode)
     expected = TypeAdapter(Any).dump_python(whole, **options)

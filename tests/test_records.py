@@ -562,6 +562,9 @@ def test_include_and_exclude_reach_inside_a_messages_content_and_metadata(dump: 
     }
     generic = Message(content={"a": 1, "b": 2})
     assert getattr(generic, dump)(exclude={"content": {"b"}})["content"] == {"a": 1}
+    listed = Message(content=[{"a": 1, "b": 2}, 3, 4])  # review ap F4: a list's positions, as pydantic's
+    assert getattr(listed, dump)(exclude={"content": {0: {"b"}, 2: True}})["content"] == [{"a": 1}, 3]
+    assert getattr(listed, dump)(include={"content": {1}})["content"] == [3]
     assert write() == message.to_dict(mode="json" if dump == "to_dict" else "python")  # no options: all of it
 
 

@@ -13,7 +13,7 @@ from lionmsg.generated.messages import Message, System
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
 from lionmsg.runtime.callbacks import MessageCallback
-from lionmsg.runtime.element import Element, chosen_parts, part_of_record, parts_later, record_error
+from lionmsg.runtime.element import Element, chosen_keys, chosen_parts, part_of_record, parts_later, record_error
 from lionmsg.runtime.fastpath import dump_address
 from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.manager import MessageManager, refuse_misplaced_system
@@ -264,6 +264,12 @@ class Branch(Element):
                 listed = None
             if listed is not None:  # ids as text in both modes, as a Progression view writes them
                 metadata[CURRENT_PROGRESSION] = [uuid_text(ident) for ident in listed]
+        if metadata is not None and CURRENT_PROGRESSION in metadata:
+            # Written here, over pydantic's dump of it: the options reach into it as pydantic's reached.
+            chosen = chosen_keys(
+                {"metadata": {CURRENT_PROGRESSION: metadata[CURRENT_PROGRESSION]}}, info.include, info.exclude
+            )
+            metadata[CURRENT_PROGRESSION] = chosen["metadata"][CURRENT_PROGRESSION]
         if not parts_later(info):
             self._add_part_records(record, info.mode)
         return chosen_parts(record, info, handled)

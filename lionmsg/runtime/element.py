@@ -404,10 +404,15 @@ def chosen_keys(record: dict[str, Any], include: Any, exclude: Any) -> dict[str,
     container's parts, content, metadata with its class name) applies, since pydantic's own options
     do not reach into a value a serializer returns. pydantic applies them (python mode: the values are
     the record's already)."""
-    if include is None and exclude is None:
-        return record
-    chosen: dict[str, Any] = _PLAIN_DATA.dump_python(record, include=include, exclude=exclude)
+    chosen: dict[str, Any] = chosen_data(record, include, exclude)
     return chosen
+
+
+def chosen_data(data: Any, include: Any, exclude: Any) -> Any:
+    """`chosen_keys` of any plain data: a list's positions are chosen as a dict's keys are."""
+    if include is None and exclude is None:
+        return data
+    return _PLAIN_DATA.dump_python(data, include=include, exclude=exclude)
 
 
 _PLAIN_DATA: TypeAdapter[Any] = TypeAdapter(Any)

@@ -26,7 +26,7 @@ from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
 from lionmsg.runtime.concepts import Sendable
 from lionmsg.runtime.content.base import MessageContent, copy_value, owned_copy
-from lionmsg.runtime.element import Node, check_embedding, chosen_keys, element_class, record_error
+from lionmsg.runtime.element import Node, check_embedding, chosen_data, element_class, record_error
 from lionmsg.runtime.fastpath import (
     ENVELOPE_CLASSES,
     ENVELOPE_FIELDS,
@@ -231,8 +231,8 @@ class MessageBehaviour(Node, Sendable):
         # written as its record, as `to_dict` writes it; anything else as pydantic writes any value.
         # The typed kinds override this (same name).
         written = value.to_dict() if isinstance(value, MessageContent) else value
-        if type(written) is dict and (info.include is not None or info.exclude is not None):
-            return chosen_keys(written, info.include, info.exclude)
+        if type(written) in (dict, list) and (info.include is not None or info.exclude is not None):
+            return chosen_data(written, info.include, info.exclude)  # keys or positions, as pydantic chooses
         return written
 
     @computed_field  # type: ignore[prop-decorator]

@@ -423,8 +423,14 @@ class Progression(CopiedUnderLock, Element):
         self, ids: list[UUID], handler: SerializerFunctionWrapHandler, info: SerializationInfo
     ) -> list[UuidText]:
         # Text in both modes, as LionAGI's model_dump() writes them: JSON mode's is pydantic's own (native)
-        # writer, several times faster than spelling each id here.
-        return handler(ids) if info.mode == "json" else [uuid_text(ident) for ident in ids]
+        # writer, several times faster than spelling each id here. Positions chosen by include/exclude
+        # are pydantic's to apply (the handler), in both modes.
+        if info.mode == "json":
+            written: list[UuidText] = handler(ids)
+            return written
+        if info.include is None and info.exclude is None:
+            return [uuid_text(ident) for ident in ids]
+        return [uuid_text(ident) for ident in handler(ids)]
 
     def __len__(self) -> int:
         return len(self._ids)
