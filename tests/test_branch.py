@@ -610,6 +610,29 @@ def test_options_reach_inside_a_containers_parts_as_pydantic_applies_them(
     assert made.model_dump(mode=mode) == whole  # writing a part of the record changed nothing
 
 
+@pytest.mark.parametrize(
+    ("container", "options"),
+    [
+        ("pile", {"exclude": {"collections": 5}}),
+        ("pile", {"exclude": {"collections": {0: False}}}),
+        ("branch", {"include": {"messages": {"collections": 5}}}),
+        ("exchange", {"exclude": {"flows": 5}}),
+    ],
+    ids=["pile-number", "pile-false-position", "branch-number-in-part", "exchange-number"],
+)
+@pytest.mark.parametrize("dump", ["model_dump", "model_dump_json", "to_dict", "to_json"])
+def test_options_of_the_wrong_shape_for_a_part_are_the_type_error_pydantic_raises(
+    container: str, options: dict[str, Any], dump: str
+) -> None:
+    # Review ap F5: found inside the container's serializer, pydantic wrapped the TypeError it raises on a
+    # plain model in a PydanticSerializationError (a ValueError).
+    made = _containers()[container]
+    with pytest.raises(TypeError, match="argument must be a set or dict"):
+        TypeAdapter(Any).dump_python({"part": [1]}, exclude={"part": 5})
+    with pytest.raises(TypeError, match=r"^`(include|exclude)` argument must be a set or dict\.$"):
+        getattr(made, dump)(**options)
+
+
 @pytest.mark.parametrize("dump", ["model_dump", "model_dump_json", "to_dict"])
 def test_include_and_exclude_choose_a_branchs_parts_and_its_metadata_keys_as_its_fields(dump: str) -> None:
     # Review aj F2: the parts the serializer adds itself (messages, system) and the view it writes into

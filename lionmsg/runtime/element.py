@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, TypeVar, cast, overload
 from uuid import UUID
 
 from pydantic import (
@@ -27,7 +27,7 @@ from pydantic import (
     field_serializer,
     field_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError, to_jsonable_python
+from pydantic_core import InitErrorDetails, PydanticCustomError, PydanticSerializationError, to_jsonable_python
 
 from lionmsg.runtime.ids import new_uuid4, uuid_text
 from lionmsg.runtime.wire import (
@@ -265,6 +265,8 @@ class Element(BaseModel):
         (UnicodeEncodeError), so the python-mode dump is brought to JSON form around it."""
         try:
             return super().model_dump(mode=mode, **options)
+        except PydanticSerializationError as error:
+            _raised_options_error(error)
         except UnicodeEncodeError:
             if mode != "json":
                 raise
@@ -297,7 +299,10 @@ class Element(BaseModel):
         lets `to_dict` see them) but not inside a nested model of its own config, which writes null."""
         if not options:
             return self.to_json()
-        text = super().model_dump_json(**options)
+        try:
+            text = super().model_dump_json(**options)
+        except PydanticSerializationError as error:
+            _raised_options_error(error)
         if "NaN" in text or "Infinity" in text:  # rare: most likely inside a string
             try:
                 loads_json(text)
@@ -412,7 +417,29 @@ def chosen_data(data: Any, include: Any, exclude: Any) -> Any:
     """`chosen_keys` of any plain data: a list's positions are chosen as a dict's keys are."""
     if include is None and exclude is None:
         return data
-    return _PLAIN_DATA.dump_python(data, include=include, exclude=exclude)
+    try:
+        return _PLAIN_DATA.dump_python(data, include=include, exclude=exclude)
+    except TypeError as error:  # options of the wrong shape here (`{"collections": 5}`): pydantic's words
+        raise DumpOptionsError(str(error)) from None
+
+
+class DumpOptionsError(TypeError):
+    """Options that do not fit the part they reach, found inside a serializer, which pydantic wraps in a
+    `PydanticSerializationError` (a ValueError): the dumps unwrap it, so the error is the TypeError that
+    pydantic raises for the same options on a plain model."""
+
+
+def _raised_options_error(error: PydanticSerializationError) -> NoReturn:
+    cause: BaseException | None = error
+    while isinstance(cause, PydanticSerializationError):  # a JSON dump wraps the serializer's error again
+        cause = cause.__cause__
+    if isinstance(cause, DumpOptionsError):
+        raise cause from None
+    # A JSON dump keeps only the text of the error it wrapped: the options error is named in it.
+    _, named, words = str(error).partition(f"{DumpOptionsError.__name__}: ")
+    if named:
+        raise DumpOptionsError(words) from None
+    raise error
 
 
 _PLAIN_DATA: TypeAdapter[Any] = TypeAdapter(Any)
