@@ -1,7 +1,7 @@
 """Instructions per operation, counted by valgrind: a measure the shared host's noise cannot move.
 
 On the 2-core VM the same repetition's timing swings up to 2x between runs, so only changes worth 25% or
-more show in a timed A/B. The number of machine instructions a repetition executes repeats to within ~1%
+more show in a timed A/B. The number of machine instructions a repetition executes repeats to within ~1.5%
 (hash seeds and fresh UUIDs vary a little), whatever else runs: it is the A/B measure for CPU work. It
 does not see memory effects (cache misses, fresh pages), which the timed runs do, and instructions are not
 all equally fast, so it complements `make bench` and never replaces it.

@@ -11,7 +11,8 @@ a slow spell of the shared host falls on every system alike instead of on whiche
 whose projected cost (from its smaller sizes) exceeds
 `--max-rep` seconds is skipped, and a worker that outlives `--timeout` is killed: both show as "—" with
 a footnote, so a slow system never hangs the run.
-Exits non-zero when a workload fails (or, with `--smoke`, when anything is not measured).
+Exits non-zero when a workload fails, when a lionmsg cell is not measured (skipped as too slow, killed),
+when the plot cannot be drawn, or, with `--smoke`, when any system's cell is not measured.
 """
 
 from __future__ import annotations

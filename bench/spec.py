@@ -19,10 +19,12 @@ SIZES = (1_000, 10_000, 100_000)
 SMOKE_SIZE = 50
 
 # A worker's first repetition shorter than this is discarded as a warm-up (first-call costs, cold memory:
-# the heap's pages touched for the first time). Long enough for every lionmsg and floor cell and most of
-# LionAGI's at N=100,000, so a ratio or a growth figure never sets a cold repetition against warm ones
-# (at 5 s, the cells between 5 and 30 s were cold and the shorter ones warm); a repetition still longer
-# is measured cold (LionAGI's Exchange at 100k), as repeating it would cost minutes.
+# the heap's pages touched for the first time). Long enough for every lionmsg cell at N=100,000, so no
+# lionmsg cell is timed cold and no lionmsg growth figure sets a cold repetition against warm ones (at
+# 5 s, the cells between 5 and 30 s were cold and the shorter ones warm); a repetition still longer is
+# measured cold, as repeating it would cost minutes: LionAGI's Exchange at 100k on an idle host, and on
+# run 24's slower one most of LionAGI's 100k cells and the floor's 100k broadcast, which favours lionmsg
+# in those ratios.
 WARMUP_BELOW_S = 30.0
 
 REPLACE_OPS = 1_000  # add-or-replace calls per repetition, whatever N is
