@@ -21,6 +21,7 @@ from lionmsg import (
     ActionResponseContent,
     AssistantResponse,
     AssistantResponseContent,
+    Exchange,
     Instruction,
     InstructionContent,
     Message,
@@ -287,6 +288,45 @@ def test_channel_must_be_a_string() -> None:
 @pytest.mark.parametrize("content", [{"a": 1}, [1, 2], 5, "text", (1, 2), None, object()], ids=value_id)
 def test_generic_message_keeps_content_as_given(content: Any) -> None:
     assert Message(content=content).content is content
+
+
+_ITERATOR_REFUSED = r"^a message cannot keep an iterator \(\w+\): writing it would use it up; pass a list of its items$"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        lambda: iter([1, 2]),
+        lambda: (n for n in range(2)),
+        lambda: map(str, "ab"),
+        lambda: {"rows": iter([1])},
+        lambda: [1, {"rows": (n for n in range(2))}],
+        lambda: ({"rows": iter([])},),
+    ],
+    ids=["list-iterator", "generator", "map", "in-a-dict", "deeper-in-a-list", "in-a-tuple"],
+)
+def test_generic_content_that_is_or_holds_an_iterator_is_refused_on_every_road(content: Callable[[], Any]) -> None:
+    # Review ar F2: the generic Message kept it, and the first record written used it up (an Exchange's
+    # queued mail then came back empty from the next snapshot).
+    with pytest.raises(TypeError, match=_ITERATOR_REFUSED):
+        Message(content=content())
+    with pytest.raises(TypeError, match=_ITERATOR_REFUSED):
+        Message.model_validate({"content": content()})
+    record = Message(content=[1]).to_dict()
+    record["content"] = content()
+    with pytest.raises(TypeError, match=_ITERATOR_REFUSED):
+        Message.from_dict(record)
+    message = Message(content={"kept": 1})
+    with pytest.raises(TypeError, match=_ITERATOR_REFUSED):
+        message.content = content()
+    assert message.content == {"kept": 1}
+    exchange = Exchange()
+    sender = exchange.register(uuid4()).owner()
+    before = exchange.to_dict()["flows"]
+    for recipient, channel in ((uuid4(), None), (None, None), ("someone", "ops")):
+        with pytest.raises(TypeError, match=_ITERATOR_REFUSED):
+            exchange.send(sender, recipient, content(), channel=channel)
+    assert exchange.to_dict()["flows"] == before
 
 
 @pytest.mark.parametrize(("cls", "role", "content_type"), TYPED)

@@ -442,17 +442,24 @@ def test_one_history_per_branch_id_and_one_branch_id_per_history(store: SQLiteSt
     assert manager.on_message_added == [attachment]
 
 
-@pytest.mark.parametrize(("broken", "method"), [("on_message_added", "insert"), ("on_history_changed", "append")])
-def test_an_attach_whose_hooks_cannot_be_placed_leaves_nothing_behind(
-    store: SQLiteStore, path: Path, broken: str, method: str
+@pytest.mark.parametrize(
+    ("broken", "value"), [("on_message_added", ()), ("on_message_added", None), ("on_history_changed", ())]
+)
+def test_an_attach_whose_hooks_cannot_be_placed_is_a_type_error_that_leaves_nothing_behind(
+    store: SQLiteStore, path: Path, broken: str, value: Any
 ) -> None:
+    # Review ar F1: a tuple or None (which add_message takes for the observers) was an AttributeError
+    # from inside the attach; it is the TypeError a Branch raises for the same manager.
     manager = MessageManager(system=system())
-    setattr(manager, broken, ())  # replaced by something the store cannot add itself to
+    setattr(manager, broken, value)  # something add_message takes, but the store cannot add itself to
     before = dump(path)
-    with pytest.raises(AttributeError, match=f"^'tuple' object has no attribute '{method}'$"):
+    message = f"the manager's {broken} must be a list, got {type(value).__name__}"
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
         store.attach(manager, "b")
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        Branch(msgs=manager)
     hooks = {"on_message_added": manager.on_message_added, "on_history_changed": manager.on_history_changed}
-    assert hooks == {"on_message_added": [], "on_history_changed": [], broken: ()}
+    assert hooks == {"on_message_added": [], "on_history_changed": [], broken: value}
     assert dump(path) == before
     assert store.branches() == []
     other = MessageManager(messages=[Instruction()])

@@ -13,7 +13,7 @@ from pydantic import Field, FieldSerializationInfo, field_serializer, field_vali
 from lionmsg.runtime.addressing import SenderRecipient, normalize_address
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.element import chosen_keys
-from lionmsg.runtime.envelope import MessageBehaviour, coerce_content
+from lionmsg.runtime.envelope import MessageBehaviour, coerce_content, keep_generic_content
 from lionmsg.runtime.kinds import ActionRequestKind, ActionResponseKind, AssistantResponseKind
 
 from .content import (
@@ -58,6 +58,11 @@ class Message(MessageBehaviour):
     @classmethod
     def _normalize_address(cls, value: Any) -> SenderRecipient | None:
         return normalize_address(value)
+
+    @field_validator("content", mode="plain")
+    @classmethod
+    def _coerce_content(cls, value: Any) -> Any:
+        return keep_generic_content(value)
 
 
 class System(Message):

@@ -16,7 +16,7 @@ from lionmsg.runtime.callbacks import MessageCallback
 from lionmsg.runtime.element import Element, chosen_keys, chosen_parts, part_of_record, parts_later, record_error
 from lionmsg.runtime.fastpath import dump_address
 from lionmsg.runtime.ids import uuid_text
-from lionmsg.runtime.manager import MessageManager, refuse_misplaced_system
+from lionmsg.runtime.manager import MessageManager, refuse_misplaced_system, refuse_unhookable
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression, to_uuid
 
@@ -108,9 +108,7 @@ class Branch(Element):
         # and set_system / clear_messages never leave it naming messages the history no longer holds.
         # First, and sync: an observer before it that fails does not stop it, but a cancellation while one
         # awaits stops every later one, and the committed message must still join the view.
-        for hooks in ("on_message_added", "on_history_changed"):  # both checked before either changes
-            if not isinstance(getattr(manager, hooks), list):
-                raise TypeError(f"the manager's {hooks} must be a list, got {type(getattr(manager, hooks)).__name__}")
+        refuse_unhookable(manager)
         manager.on_message_added.insert(0, self._track_in_view)
         manager.on_history_changed.append(self._keep_view_in_step)
         left_out = [ident for ident in offered if ident not in manager.messages]

@@ -25,7 +25,7 @@ from pydantic import (
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
 from lionmsg.runtime.concepts import Sendable
-from lionmsg.runtime.content.base import MessageContent, copy_value, owned_copy
+from lionmsg.runtime.content.base import MessageContent, copy_value, owned_copy, refuse_iterators
 from lionmsg.runtime.element import Node, check_embedding, chosen_data, element_class, record_error
 from lionmsg.runtime.fastpath import (
     ENVELOPE_CLASSES,
@@ -107,7 +107,9 @@ def _own_loaded_values(message: Any) -> None:
     if isinstance(content, MessageContent):
         content._own_containers()
     elif _is_container(content):
-        values["content"] = owned_copy(content)
+        values["content"] = owned_copy(content)  # which refuses an iterator inside
+    else:
+        refuse_iterators(content)  # an iterator is no record's value: the first record written would use it up
     metadata = values["metadata"]
     if metadata and _holds_containers(metadata):  # usually empty: the class name is not kept in it
         values["metadata"] = owned_copy(metadata)
@@ -155,6 +157,13 @@ def coerce_content(content_type: type[C], value: Any) -> C:
     if isinstance(value, dict):
         return content_type.from_dict(value)
     raise TypeError(f"content must be dict or {content_type.__name__} instance")
+
+
+def keep_generic_content(value: Any) -> Any:
+    """The generic Message's content: the caller's value itself (as LionAGI keeps it), but never an
+    iterator, at any depth: the first record written would use it up (README: content behaviour)."""
+    refuse_iterators(value)
+    return value
 
 
 class MessageBehaviour(Node, Sendable):

@@ -38,7 +38,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from lionmsg.generated.messages import Message
 from lionmsg.generated.roles import MessageRole
-from lionmsg.runtime.content.base import MessageContent, copy_value
+from lionmsg.runtime.content.base import MessageContent, copy_value, refuse_iterators
 from lionmsg.runtime.element import Element, chosen_parts, part_of_record, parts_later, record_error
 from lionmsg.runtime.fastpath import assemble, message_copies
 from lionmsg.runtime.fieldsets import SharedFieldsSet, set_fields_set
@@ -237,6 +237,7 @@ class Exchange(CopiedUnderLock, Element):
             raise ValueError(f"Sender {sender} not registered")
         message: Message
         if (channel is None or type(channel) is str) and type(recipient) in _PLAIN_RECIPIENTS:
+            refuse_iterators(content)  # what the generic Message's content validator refuses
             message = assemble(Message, content, owner, recipient, channel)  # pydantic would only copy them
         else:  # pydantic checks anything else, and raises its ValidationError for a bad value
             if isinstance(recipient, Flow):  # a mailbox stands for its owner, as everywhere an owner is named

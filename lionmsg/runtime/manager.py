@@ -536,6 +536,15 @@ def refuse_misplaced_system(manager: MessageManager) -> None:
         raise ValueError(misplaced_system_text(*found))
 
 
+def refuse_unhookable(manager: MessageManager) -> None:
+    """TypeError unless the manager's observer and listener lists are lists: code that follows a history
+    (a Branch's view, a store) puts its hooks into them, which a tuple or None (what `add_message` also
+    takes for none) cannot hold. Both are checked before either changes."""
+    for hooks in ("on_message_added", "on_history_changed"):
+        if not isinstance(getattr(manager, hooks), list):
+            raise TypeError(f"the manager's {hooks} must be a list, got {type(getattr(manager, hooks)).__name__}")
+
+
 def misplaced_system_text(index: int, system: System) -> str:
     return (
         f"the history holds a System message at index {index} ({system.id}); the system message belongs "

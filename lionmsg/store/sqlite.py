@@ -71,7 +71,7 @@ from uuid import UUID, uuid4
 
 from lionmsg.generated.messages import ActionRequest, ActionResponse, Message, System
 from lionmsg.runtime.branch import Branch
-from lionmsg.runtime.manager import MessageManager, misplaced_system, misplaced_system_text
+from lionmsg.runtime.manager import MessageManager, misplaced_system, misplaced_system_text, refuse_unhookable
 from lionmsg.runtime.pile import Pile, changes_made, out_of_step
 from lionmsg.runtime.wire import loads_json
 from lionmsg.store.errors import (
@@ -299,11 +299,13 @@ class SQLiteStore:
         writer holds the branch (BranchHeldError: attached and not detached, or its process ended
         without closing its store). StoreError when the branch id is attached to another history in this
         store, or this history to another branch id of it. A failed attach (those errors, a first write
-        that fails, a manager whose `on_message_added` or `on_history_changed` is no longer a list)
-        leaves nothing behind: no observer, no listener, the branch id free."""
+        that fails) leaves nothing behind: no observer, no listener, the branch id free. A manager whose
+        `on_message_added` or `on_history_changed` is not a list (a tuple, None), which cannot take the
+        store's hooks, is a TypeError before anything is done, as for a Branch."""
         manager = history.msgs if isinstance(history, Branch) else history
         if not isinstance(manager, MessageManager):
             raise TypeError(f"attach takes a MessageManager or a Branch, got {type(history).__name__}")
+        refuse_unhookable(manager)
         key = _branch_key(branch_id)
         with manager.messages.thread_lock, self._lock:  # in _write's order: the history's lock first
             self._open()

@@ -15,7 +15,7 @@ from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, check_mode, sor
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["MessageContent", "copy_field", "copy_value", "owned_copy", "shallow_copy"]
+__all__ = ["MessageContent", "copy_field", "copy_value", "owned_copy", "refuse_iterators", "shallow_copy"]
 
 
 class MessageContent:
@@ -290,6 +290,22 @@ def _copy_or_keep_too_deep(value: Any) -> Any:
         return _copy_or_keep(value)
     except RecursionError:
         return value
+
+
+_PLAIN_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def refuse_iterators(value: Any) -> None:
+    """`_refuse_iterators` for a value a message keeps as given (generic content): a dict or list of
+    plain scalars, the usual payload, is passed over without the general walk's calls."""
+    kind = type(value)
+    if kind in _PLAIN_ATOMS:
+        return
+    if kind is dict or kind is list:
+        members = value.values() if kind is dict else value
+        if all(type(member) in _PLAIN_ATOMS for member in members):
+            return
+    _refuse_iterators(value)
 
 
 def _refuse_iterators(value: Any) -> None:
