@@ -302,8 +302,10 @@ def refuse_iterators(value: Any) -> None:
     if kind in _PLAIN_ATOMS:
         return
     if kind is dict or kind is list:
-        members = value.values() if kind is dict else value
-        if all(type(member) in _PLAIN_ATOMS for member in members):
+        for member in value.values() if kind is dict else value:  # a loop: all() of a generator costs more
+            if type(member) not in _PLAIN_ATOMS:
+                break
+        else:
             return
     _refuse_iterators(value)
 
