@@ -323,8 +323,8 @@ def test_validate_numbers_json_does_not_have_are_syntax_errors_at_their_place(
 
 @pytest.mark.parametrize("name", ["deep.json", "deep.jsonl"])
 def test_validate_json_nested_too_deeply_is_a_syntax_error_at_the_bracket_not_read(tmp_path: Path, name: str) -> None:
-    """Placed at the first bracket deeper than the decoder reads (loads_json's own test pins which one:
-    how deep the decoder reads depends on the stack under it)."""
+    """Placed at the first bracket deeper than the decoder reads (loads_json's own tests pin which one:
+    the deepest a fresh stack reads, wherever the reader is called from)."""
     path = tmp_path / name
     if name.endswith(".jsonl"):
         path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")

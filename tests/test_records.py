@@ -44,7 +44,7 @@ from lionmsg import (
 )
 from lionmsg.runtime import fastpath
 from lionmsg.runtime.fastpath import ENVELOPE_CLASSES, ENVELOPE_FIELDS
-from lionmsg.runtime.wire import loads_json
+from lionmsg.runtime.wire import UNWRITABLE_DEPTH, loads_json, write_json
 from tests.conftest import fields_of
 from tests.samples import failed_action_response, rich_messages
 
@@ -746,8 +746,8 @@ def test_loads_json_places_the_literals_it_refuses(literal: str, message: str, a
 
 
 def test_loads_json_places_too_deep_at_the_first_bracket_it_does_not_read() -> None:
-    """How deep the decoder reads depends on the stack under it; from one caller, the place named is the
-    first bracket past what that caller can read (each call here from the same frame)."""
+    """The place named is the first bracket past what the decoder reads (on a fresh stack when the
+    caller's is too deep: the same place from any caller)."""
     with pytest.raises(json.JSONDecodeError, match=r"^arrays and objects nested too deeply to read: line 1") as caught:
         loads_json(" " + '[{"a": ' * 50_000 + "1" + "}]" * 50_000)
     unit, offset = divmod(caught.value.pos - 1, len('[{"a": '))  # two levels a unit, both brackets first
@@ -756,6 +756,54 @@ def test_loads_json_places_too_deep_at_the_first_bracket_it_does_not_read() -> N
     assert loads_json(" " + "[" * readable + "]" * readable) is not None
     with pytest.raises(json.JSONDecodeError, match=f"column {readable + 2} "):
         loads_json(" " + "[" * (readable + 1) + "]" * (readable + 1))
+
+
+def _from_deeper_in_the_stack(levels: int, call: Callable[[], Any]) -> Any:
+    return _from_deeper_in_the_stack(levels - 1, call) if levels else call()
+
+
+def test_what_loads_json_reads_from_one_stack_it_reads_from_any_and_a_written_record_reads_back() -> None:
+    """Review as F1: the scanner's depth counts the frames under it, so a record written near the limit
+    (a store's row, a snapshot, each read back as they were written) failed to load from deeper in the
+    stack. A document too deep where it is read is read again on a fresh stack (a thread of its own)."""
+    readable, unreadable = 1, 200_000  # the deepest document read from here
+    while unreadable - readable > 1:
+        depth = (readable + unreadable) // 2
+        try:
+            loads_json("[" * depth + "]" * depth)
+            readable = depth
+        except json.JSONDecodeError:
+            unreadable = depth
+    deepest = "[" * readable + "]" * readable
+    for frames in (0, 60, 300):
+        read, levels = _from_deeper_in_the_stack(frames, lambda: loads_json(deepest)), 0
+        while read:  # == would recurse as deep
+            (read,), levels = read, levels + 1
+        assert (read, levels) == ([], readable - 1)
+        too_deep = f"^arrays and objects nested too deeply to read: line 1 column {unreadable} "
+        with pytest.raises(json.JSONDecodeError, match=too_deep):
+            _from_deeper_in_the_stack(frames, lambda: loads_json("[" * unreadable + "]" * unreadable))
+    content: Any = "leaf"
+    for _ in range(min(readable, 990) - 60):  # written from here (its writer recurses per level too)
+        content = [content]
+    text = Message(content=content).to_json()
+    assert _from_deeper_in_the_stack(100, lambda: Message.from_json(text)).to_json() == text
+
+
+def test_write_json_writes_from_any_stack_what_it_writes_from_one_and_refuses_the_rest_as_its_own_error() -> None:
+    """Review as F3: past pydantic-core's writer (~255 levels) the standard library's writes the record;
+    its recursion failing from deep in the stack gave pydantic-core's error (PydanticSerializationError)
+    for a record it could write elsewhere. Now written on a fresh stack, or the writers' ValueError."""
+    nested: Any = 1
+    for _ in range(900):
+        nested = [nested]
+    text = "[" * 900 + "1" + "]" * 900
+    assert _from_deeper_in_the_stack(250, lambda: write_json({"a": nested})) == '{"a":' + text + "}"
+    for _ in range(200_000):  # past every interpreter's limit
+        nested = [nested]
+    with pytest.raises(ValueError, match=f"^{re.escape(UNWRITABLE_DEPTH)}$") as refused:
+        write_json({"a": nested})
+    assert type(refused.value) is ValueError
 
 
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])

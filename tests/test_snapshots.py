@@ -285,11 +285,14 @@ def test_a_failed_save_names_the_target_not_the_temporary_file(tmp_path: Path) -
     with pytest.raises(FileNotFoundError) as raised:
         save_snapshot(MessageManager(), missing)
     assert (raised.value.filename, raised.value.filename2) == (str(missing), None)
+    assert str(raised.value) == f"[Errno 2] No such file or directory: {str(missing)!r}"
     folder = tmp_path / "history.json"
     folder.mkdir()
     with pytest.raises(IsADirectoryError) as raised_too:
         save_snapshot(MessageManager(), folder)
     assert (raised_too.value.filename, raised_too.value.filename2) == (str(folder), None)
+    # Review as F2: not "... -> None", which an error whose filename2 was set to None afterwards prints.
+    assert str(raised_too.value) == f"[Errno 21] Is a directory: {str(folder)!r}"
     assert listing(tmp_path) == ["history.json"]
 
 
@@ -434,8 +437,8 @@ def test_an_invalid_file_is_named_and_left_as_it_is(tmp_path: Path, content: byt
 
 
 def test_a_file_nested_too_deeply_is_named_with_the_place_reading_stopped(tmp_path: Path) -> None:
-    """How deep the decoder reads depends on the stack under it, so the column is only bounded here
-    (loads_json's own test pins it)."""
+    """How deep the decoder reads depends on the interpreter (its recursion limits), so the column is only
+    bounded here (loads_json's own tests pin it)."""
     path = tmp_path / "bad.json"
     content = b'{"format": "lionmsg-snapshot", "version": 1, "kind": "Branch", "data": ' + b"[" * 100_000
     path.write_bytes(content)
@@ -506,6 +509,10 @@ def test_the_wrong_kind_is_named(tmp_path: Path) -> None:
     save_snapshot(Branch(), path)
     with pytest.raises(SnapshotError, match=named(path, "holds a Branch, not a MessageManager")):
         load_snapshot(path, MessageManager)
+    path = tmp_path / "exchange.json"
+    save_snapshot(Exchange(), path)
+    with pytest.raises(SnapshotError, match=named(path, "holds an Exchange, not a Branch")):  # review as F5
+        load_snapshot(path, Branch)
 
 
 def test_a_missing_file_is_file_not_found_naming_it(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ strict JSON reading, and checked JSON writing."""
 
 from __future__ import annotations
 
+import _thread
 import json
 import math
 import re
@@ -10,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from pydantic_core import PydanticSerializationError
 from pydantic_core import to_json as _write_json
@@ -101,6 +102,10 @@ def loads_json(text: str | bytes) -> Any:
         text = text.decode("utf-8")
     if isinstance(text, str) and text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    return _decode(text)
+
+
+def _decode(text: str, on_fresh_stack: bool = False) -> Any:
     decoder = _STRICT_DECODER
     try:
         try:
@@ -117,6 +122,11 @@ def loads_json(text: str | bytes) -> Any:
     except ValueError as error:  # a hook refused a literal (`NaN`, `1e400`); hooks are given no place
         raise json.JSONDecodeError(str(error), text, _refused_literal_at(text)) from None
     except RecursionError:  # the C scanner recurses per level: too deep a document is bad input too
+        if not on_fresh_stack:
+            # The frames under this call count against the scanner's depth, so a record written near the
+            # limit would read at one stack depth and not at a deeper one (a store's row, a snapshot): it is
+            # read again where the stack is empty, in a thread of its own, and refused only if it fails there.
+            return _on_fresh_stack(_decode, text, True)
         # How deep the decoder reads is measured from this frame, where it just gave up (the stack under
         # it counts against the limit), so the place named is the very bracket it gave up at.
         # Doubling, then halving: the text past that bracket is never scanned (it need not be JSON at all).
@@ -129,6 +139,29 @@ def loads_json(text: str | bytes) -> Any:
             except RecursionError:
                 unreadable = depth
         raise json.JSONDecodeError(_TOO_DEEP, text, _opening_at_depth(text, unreadable)) from None
+
+
+def _on_fresh_stack(function: Callable[..., Any], *arguments: Any) -> Any:
+    """`function(*arguments)` run in a new thread (an almost empty stack), its result or its exception.
+    A bare thread, one frame under `function`: threading.Thread's own frames would cost the scanner
+    levels, and a record a writer made near the limit from a shallow stack could then be read nowhere."""
+    outcome: dict[str, Any] = {}
+    finished = _thread.allocate_lock()
+    finished.acquire()
+
+    def run() -> None:
+        try:
+            outcome["value"] = function(*arguments)
+        except BaseException as error:  # handed to the caller, whatever it is
+            outcome["error"] = error
+        finally:
+            finished.release()
+
+    _thread.start_new_thread(run, ())
+    finished.acquire()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def check_mode(mode: Any) -> None:
@@ -190,15 +223,24 @@ def write_json(record: Any) -> str:
     except PydanticSerializationError as error:
         try:
             try:
-                return json.dumps(record, separators=(",", ":"), allow_nan=False)
-            except ValueError as refusal:
-                # int() spells no more than sys.get_int_max_str_digits() digits: write such integers in
-                # pieces, as records read them (a lone surrogate beside one brought us here).
-                if "integer string conversion" not in str(refusal):
-                    raise
-                return "".join(_json_pieces(record, []))
-        except (TypeError, ValueError, RecursionError):
+                return _dumps(record)
+            except RecursionError:  # as for reading: the frames under this call count, so again on a fresh stack
+                return cast(str, _on_fresh_stack(_dumps, record))
+        except RecursionError:
+            raise ValueError(UNWRITABLE_DEPTH) from None
+        except (TypeError, ValueError):
             raise error from None
+
+
+def _dumps(record: Any) -> str:
+    try:
+        return json.dumps(record, separators=(",", ":"), allow_nan=False)
+    except ValueError as refusal:
+        # int() spells no more than sys.get_int_max_str_digits() digits: write such integers in pieces,
+        # as records read them (a lone surrogate beside one brought us here).
+        if "integer string conversion" not in str(refusal):
+            raise
+        return "".join(_json_pieces(record, []))
 
 
 def _json_pieces(value: Any, pieces: list[str]) -> list[str]:

@@ -100,7 +100,7 @@ def snapshot_from_bytes(name: str, raw: bytes, kind: type[Any] | None = None) ->
         raise SnapshotError(name, f"not JSON ({exc})") from exc
     stored = _check_header(name, document)
     if kind is not None and stored is not kind:
-        raise SnapshotError(name, f"holds a {stored.__name__}, not a {kind.__name__}")
+        raise SnapshotError(name, f"holds {_a(stored.__name__)}, not {_a(kind.__name__)}")
     data = document["data"]
     if not isinstance(data, Mapping):
         raise SnapshotError(name, f"invalid {stored.__name__} data: a {type(data).__name__}, not an object")
@@ -140,9 +140,16 @@ def _replace_atomically(path: Path, payload: bytes) -> None:
     try:
         _replace_through(temporary, path, payload)
     except OSError as exc:  # named for the caller's file, not the hidden temporary one
-        if exc.filename == os.fspath(temporary):
-            exc.filename, exc.filename2 = os.fspath(path), None
-        raise
+        if exc.filename != os.fspath(temporary):
+            raise
+        # A new error: its text is made when it is (filename2 set to None afterwards would print "-> None").
+        renamed = type(exc)(exc.errno, exc.strerror, os.fspath(path))
+        raise renamed.with_traceback(exc.__traceback__) from None
+
+
+def _a(name: str) -> str:
+    """A class name with its article: "an Exchange", "a Branch"."""
+    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name}"
 
 
 def _cut(name: str, size: int) -> str:
