@@ -139,6 +139,15 @@ def _quoted(text: str) -> str:
     return text if text.isprintable() else json.dumps(text)
 
 
+def _names_quoted(message: str, *names: str | None) -> str:
+    """A library error's message (a store's quotes the names it was given with repr) with each of these
+    names that `_quoted` would quote quoted as JSON, as every other name the commands print."""
+    for name in names:
+        if name is not None and not name.isprintable():
+            message = message.replace(repr(name), json.dumps(name))
+    return message
+
+
 # -- schema ----------------------------------------------------------------------------------------
 
 
@@ -397,7 +406,7 @@ def _show(args: argparse.Namespace, out: _Output) -> int:
                 out.write(escape_unprintable(text, keep="\n") + "\n")
             out.write("\n")
     except (StoreError, _BadRecord) as error:
-        _complain(str(error))
+        _complain(_names_quoted(str(error), args.file, args.branch))
         return EXIT_USAGE if _unreadable(error) else EXIT_INVALID
     return EXIT_OK
 
@@ -470,7 +479,7 @@ def _store_histories(path: str, branch: str | None) -> Iterator[tuple[str, list[
             try:
                 manager = store.load(key)
             except UnknownBranchError as error:
-                raise UsageError(error.args[0]) from None
+                raise UsageError(_names_quoted(error.args[0], path, key)) from None
             yield f"branch {_quoted(key)} ({len(manager)} messages)", list(manager)
 
 

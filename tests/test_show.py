@@ -7,6 +7,7 @@ import io
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -158,14 +159,24 @@ def test_a_bad_record_names_its_line_and_exits_1(tmp_path: Path, capsys: pytest.
         (["show", "{missing}"], "lionmsg: cannot read {missing}: No such file or directory\n"),
         (["show", "{records}", "--branch", "x"], "lionmsg: --branch applies to a SQLite store only\n"),
         (["show", "{store}", "--branch", "nope"], "lionmsg: unknown branch 'nope' in store '{store}'\n"),
+        # Review as F4: names holding a control character quoted as JSON, as the commands quote every name.
+        (["show", "{store}", "--branch", "x\x1bq"], "lionmsg: unknown branch \"x\\u001bq\" in store '{store}'\n"),
+        (["show", "{odd_store}", "--branch", "nope"], "lionmsg: unknown branch 'nope' in store {odd_store_json}\n"),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
-    paths = {"missing": tmp_path / "missing.db", "records": tmp_path / "r.jsonl", "store": tmp_path / "s.db"}
+    paths: dict[str, Any] = {
+        "missing": tmp_path / "missing.db",
+        "records": tmp_path / "r.jsonl",
+        "store": tmp_path / "s.db",
+        "odd_store": tmp_path / "s\x1b[2J.db",
+    }
     paths["records"].write_text("", encoding="utf-8")
     SQLiteStore(paths["store"]).close()
+    SQLiteStore(paths["odd_store"]).close()
+    paths["odd_store_json"] = json.dumps(str(paths["odd_store"]))
     status, _ = run(*(arg.format(**paths) for arg in argv))
     assert status == 2
     assert capsys.readouterr().err == message.format(**paths)
