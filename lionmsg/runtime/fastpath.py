@@ -28,6 +28,7 @@ from lionmsg.runtime.ids import new_uuid4, parse_canonical_uuid, uuid_text
 from lionmsg.runtime.wire import RecordFieldError
 
 __all__ = [
+    "ATOMS",
     "ENVELOPE_CLASSES",
     "JSON_SCALARS",
     "MISSING",
@@ -416,23 +417,24 @@ def message_copies(message: M, count: int) -> list[M]:
 
 
 # Values a deep copy shares rather than copies (their instances are immutable; subclasses may not be).
-_ATOMS = frozenset({str, int, float, bool, type(None)})
+ATOMS = frozenset({str, int, float, bool, type(None)})
+"""The immutable scalars a copy shares rather than copies (a subclass of one may be mutable)."""
 
 
 def _flat_copier(value: Any) -> Any:
     """A function that deep-copies `value` by copying it one level down (dict.copy, list.copy, or keeping
     an atom), when everything in it is an atom; None otherwise."""
     kind = type(value)
-    if kind in _ATOMS:
+    if kind in ATOMS:
         return _same
     if kind is dict:
         for key, item in value.items():
-            if type(key) not in _ATOMS or type(item) not in _ATOMS:
+            if type(key) not in ATOMS or type(item) not in ATOMS:
                 return None
         return dict.copy
     if kind is list:
         for item in value:
-            if type(item) not in _ATOMS:
+            if type(item) not in ATOMS:
                 return None
         return list.copy
     return None
@@ -445,10 +447,10 @@ def flat_records_copy(items: list[Any]) -> list[Any] | None:
         kind = type(item)
         if kind is dict:
             for key, field in item.items():
-                if type(key) is not str or type(field) not in _ATOMS:
+                if type(key) is not str or type(field) not in ATOMS:
                     return None
             copied.append(item.copy())
-        elif kind in _ATOMS:
+        elif kind in ATOMS:
             copied.append(item)
         else:
             return None

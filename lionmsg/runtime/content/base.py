@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic_core import to_jsonable_python
 
-from lionmsg.runtime.fastpath import MISSING, deep_copy, flat_records_copy, json_copy, plain_copy
+from lionmsg.runtime.fastpath import ATOMS, MISSING, deep_copy, flat_records_copy, json_copy, plain_copy
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, check_mode, sorted_names
 
 if TYPE_CHECKING:
@@ -292,18 +292,15 @@ def _copy_or_keep_too_deep(value: Any) -> Any:
         return value
 
 
-_PLAIN_ATOMS = frozenset({str, int, float, bool, type(None)})
-
-
 def refuse_iterators(value: Any) -> None:
     """`_refuse_iterators` for a value a message keeps as given (generic content): a dict or list of
     plain scalars, the usual payload, is passed over without the general walk's calls."""
     kind = type(value)
-    if kind in _PLAIN_ATOMS:
+    if kind in ATOMS:
         return
     if kind is dict or kind is list:
         for member in value.values() if kind is dict else value:  # a loop: all() of a generator costs more
-            if type(member) not in _PLAIN_ATOMS:
+            if type(member) not in ATOMS:
                 break
         else:
             return
@@ -341,7 +338,7 @@ def own_container(value: list[Any] | dict[Any, Any]) -> Any:
 
 # What deepcopy shares rather than copies: immutable scalars and classes (a subclass of a scalar may
 # be mutable, and is copied).
-_SHARED_BY_COPIES = frozenset({str, int, float, bool, type(None), type})
+_SHARED_BY_COPIES = ATOMS | {type}
 
 
 def copy_field(value: Any) -> Any:
