@@ -348,13 +348,15 @@ def json_copy(value: Any) -> Any:
             copied[key] = item
         return copied
     if kind is list:
-        items: list[Any] = []
+        items: list[Any] = value.copy()  # exact size (see flat_records_copy); containers replaced below
+        index = 0
         for item in value:
             if type(item) not in JSON_SCALARS:
                 item = json_copy(item)
                 if item is MISSING:
                     return MISSING
-            items.append(item)
+                items[index] = item
+            index += 1  # noqa: SIM113  (enumerate costs ~800 instructions more a call, see flat_records_copy)
         return items
     if kind is float and math.isfinite(value):
         return value
@@ -442,18 +444,20 @@ def _flat_copier(value: Any) -> Any:
 
 def flat_records_copy(items: list[Any]) -> list[Any] | None:
     """A copy of a list of atoms and dicts of atoms with str keys, each dict copied; None for any other."""
-    copied: list[Any] = []
+    # Copied whole, then each dict replaced by its copy: a list grown by append keeps spare room (a
+    # one-item context took 88 B instead of 64), and a stored message keeps its context for life.
+    copied = items.copy()
+    index = 0
     for item in items:
         kind = type(item)
         if kind is dict:
             for key, field in item.items():
                 if type(key) is not str or type(field) not in ATOMS:
                     return None
-            copied.append(item.copy())
-        elif kind in ATOMS:
-            copied.append(item)
-        else:
+            copied[index] = item.copy()
+        elif kind not in ATOMS:
             return None
+        index += 1  # noqa: SIM113  (enumerate: ~800 instructions more a call, on every added instruction)
     return copied
 
 
