@@ -275,6 +275,18 @@ def test_model_response_format_renders_its_schema_and_format() -> None:
     assert rendered.endswith('  ```json\n  {"answer": "string", "score": "integer"}\n  ```')
 
 
+class _NoFields(BaseModel):
+    pass
+
+
+@pytest.mark.parametrize("response_format", [_NoFields, _NoFields()], ids=["class", "instance"])
+def test_a_model_without_fields_shows_its_schema_and_no_format_section_as_in_lionagi(response_format: Any) -> None:
+    # Its example would be `{}`, which an empty dict format does not show either.
+    content = InstructionContent(instruction="q", response_format=response_format)
+    assert content.rendered == "Instruction: q\nResponseSchema:\n  title: _NoFields\n  type: object"
+    assert JsonStructure(_NoFields).render() == ""
+
+
 def test_images_turn_the_rendering_into_text_and_image_parts() -> None:
     png = "data:image/png;base64,iVBORw0KGgo="
     content = InstructionContent(instruction="Look", images=[png, "https://example.org/a.png", "iVBORw0KGgo="])

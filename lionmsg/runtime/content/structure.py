@@ -39,7 +39,12 @@ class JsonStructure:
         return {name: spec.get("type", "any") for name, spec in properties.items()}
 
     def render(self) -> str:
-        example = json.dumps(self.example(), ensure_ascii=False, default=str)
+        """The ResponseFormat text; empty (no section) for a model without fields, whose example would be
+        `{}`: an empty dict format renders none either, as in LionAGI (the model's ResponseSchema stays)."""
+        shape = self.example()
+        if not shape:
+            return ""
+        example = json.dumps(shape, ensure_ascii=False, default=str)
         return f"Reply with one JSON object of this shape, in a ```json code block:\n```json\n{example}\n```"
 
 
