@@ -7,6 +7,7 @@ import errno
 import functools
 import io
 import json
+import math
 import os
 import re
 import shlex
@@ -349,7 +350,11 @@ def test_validate_an_integer_beyond_a_double_is_invalid_not_a_crash(tmp_path: Pa
     status, out = run("validate", path)
     assert status == 1
     assert lines_of(out)[0] == f"{path}: invalid Message record {GOOD['id']}"
-    assert "(schema: envelope.schema.json#/properties/created_at/type)" in lines_of(out)[1]
+    # A JSON integer is a JSON number: it breaks the bound, as JSON Schema and ajv report it.
+    assert lines_of(out)[1].endswith(
+        " is greater than the maximum of 1.7976931348623157e+308"
+        " (schema: envelope.schema.json#/properties/created_at/maximum)"
+    )
 
 
 LONG = "9" * 5000  # past Python's int->str digit limit (4300 by default), so past what repr() spells
@@ -385,8 +390,8 @@ def test_validate_an_integer_too_long_to_spell_is_checked_and_shown_abbreviated(
     assert run("validate", records, later) == (
         1,
         f"{records}:1: invalid Message record {ident}\n"
-        f"    $.created_at: {shown} is not of type 'number'"
-        " (schema: envelope.schema.json#/properties/created_at/type)\n"
+        f"    $.created_at: {shown} is greater than the maximum of 1.7976931348623157e+308"
+        " (schema: envelope.schema.json#/properties/created_at/maximum)\n"
         f"{records}:4: invalid Message record {ident}\n"
         f"    $.sender: {shown_negative} is not of type 'string', 'null'"
         " (schema: envelope.schema.json#/$defs/address/type)\n"
@@ -406,13 +411,33 @@ def test_the_validator_keeps_its_verdict_on_integers_too_long_to_spell(default_d
     invalid = {**GOOD, "embedding": [1.5, long]}
     assert VALIDATOR.is_valid(invalid) is False
     assert [str(error) for error in VALIDATOR.errors(invalid)] == [
-        f"$.embedding[1]: {shown} is not of type 'number'"
-        " (schema: envelope.schema.json#/properties/embedding/items/type)"
+        f"$.embedding[1]: {shown} is greater than the maximum of 1.7976931348623157e+308"
+        " (schema: envelope.schema.json#/properties/embedding/items/maximum)"
     ]
     assert invalid["embedding"][1] == long
     assert type(invalid["embedding"][1]) is int  # the record itself is left alone
     if limit is not None:  # nothing process-wide changed
         assert sys.get_int_max_str_digits() == limit
+
+
+def test_the_validator_refuses_a_non_finite_number_anywhere_in_a_decoded_record() -> None:
+    # Python's json reads NaN and Infinity, no other client does: where the schemas allow any value
+    # (content, metadata) no rule of theirs breaks, yet the record is not JSON (review at F2).
+    record = {**GOOD, "metadata": {"x": [1, math.inf]}, "content": {"n": {"deep": [[math.nan]]}}}
+    assert VALIDATOR.is_valid(record) is False
+    assert [str(error) for error in VALIDATOR.errors(record)] == [
+        "$.content.n.deep[0][0]: nan is not a JSON number: numbers must be finite (schema: )",
+        "$.metadata.x[1]: inf is not a JSON number: numbers must be finite (schema: )",
+    ]  # in record order: GOOD's content comes before the metadata added here
+    # Where a rule of the schemas breaks on it, that rule alone is reported.
+    record["created_at"] = -math.inf
+    assert [error.location for error in VALIDATOR.errors(record)] == [
+        "$.created_at",
+        "$.content.n.deep[0][0]",
+        "$.metadata.x[1]",
+    ]
+    assert VALIDATOR.errors(record)[0].schema_path == "envelope.schema.json#/properties/created_at/type"
+    assert (VALIDATOR.is_valid({**GOOD, "content": {"n": [1.5, 10**400]}}), VALIDATOR.errors(GOOD)) == (True, [])
 
 
 def test_the_validators_errors_come_in_record_order() -> None:

@@ -209,7 +209,7 @@ def test_a_schema_change_without_a_version_bump_fails_the_bundle_check(schema_co
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 1
     assert done.stderr.startswith(
-        "the schemas changed since version 1.0.0 was recorded: bump SCHEMA_VERSION in tools/bundle.py"
+        "the schemas changed since version 1.0.1 was recorded: bump SCHEMA_VERSION in tools/bundle.py"
     )
     assert re.search(r"record its digest [0-9a-f]{64}\n$", done.stderr)
 

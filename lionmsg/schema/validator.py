@@ -53,12 +53,10 @@ def _ecma_pattern(
 
 def _json_number(checker: Any, instance: Any) -> bool:
     # JSON has no NaN or infinity: Python's json module reads them (`NaN`, `1e400`), no other client does.
-    if not isinstance(instance, (int, float)) or isinstance(instance, bool):
+    # Every integer is a JSON number, however long: one beyond a double breaks a bound, not the type.
+    if isinstance(instance, bool):
         return False
-    try:
-        return math.isfinite(instance)
-    except OverflowError:  # an integer beyond a double (1e400 written out in digits): out of range too
-        return False
+    return isinstance(instance, int) or (isinstance(instance, float) and math.isfinite(instance))
 
 
 _Draft: type[Validator] = extend(  # type: ignore[no-untyped-call]
@@ -156,7 +154,7 @@ class RecordValidator:
         return _spelling_long_integers_short(self._is_valid, record)
 
     def _is_valid(self, record: Any) -> bool:
-        return bool(self._verdict.is_valid(record))
+        return next(_non_finite_paths(record), None) is None and bool(self._verdict.is_valid(record))
 
     def kind_of(self, record: Any) -> str:
         """The kind a record claims to be (`instruction`, ...; `message` when it names none)."""
@@ -174,11 +172,25 @@ class RecordValidator:
     def _errors(self, record: Any) -> list[RecordError]:
         if self._is_valid(record):
             return []
-        validator = self._kinds[self.kind_of(record)]
-        found = sorted(validator.iter_errors(record), key=lambda e: (_record_order(record, e.absolute_path), e.message))
-        if not found:  # valid as its kind, yet not exactly one kind of the union: report the union's view
-            validator, found = self._union, list(self._union.iter_errors(record))
-        return [RecordError(error.json_path, self._schema_path(validator, error), error.message) for error in found]
+        found: list[tuple[list[int], str, RecordError]] = []
+        reported: set[tuple[Any, ...]] = set()
+        if not self._verdict.is_valid(record):  # invalid for its shape (maybe a non-finite number too)
+            validator = self._kinds[self.kind_of(record)]
+            broken = list(validator.iter_errors(record))
+            if not broken:  # valid as its kind, yet not exactly one kind of the union: report the union's view
+                validator, broken = self._union, list(self._union.iter_errors(record))
+            for error in broken:
+                reported.add(tuple(error.absolute_path))
+                where = RecordError(error.json_path, self._schema_path(validator, error), error.message)
+                found.append((_record_order(record, error.absolute_path), error.message, where))
+        # A non-finite number where the schemas allow any value (content, metadata...) breaks no rule of
+        # theirs, but no JSON reader but Python's reads it: reported where no rule of theirs did already.
+        for path, value in _non_finite_paths(record):
+            if tuple(path) not in reported:
+                message = f"{value!r} is not a JSON number: numbers must be finite"
+                where = RecordError(ValidationError(message, path=path).json_path, "", message)
+                found.append((_record_order(record, path), message, where))
+        return [where for _, _, where in sorted(found, key=lambda entry: entry[:2])]
 
     def _schema_path(self, validator: Validator, error: ValidationError) -> str:
         """Follow the error's schema path through `$ref`s to the file and JSON pointer of the rule.
@@ -269,6 +281,21 @@ def _spells(value: int) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _non_finite_paths(record: Any) -> Iterator[tuple[list[Any], float]]:
+    """Each NaN or infinity in decoded JSON, with its path (keys and indexes), in record order: a walk
+    of its own, no recursion, so a record nested deeper than the stack allows is walked too."""
+    pending: list[tuple[list[Any], Any]] = [([], record)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                yield path, value
+        elif isinstance(value, dict):
+            pending.extend(reversed([([*path, key], item) for key, item in value.items()]))
+        elif isinstance(value, list):
+            pending.extend(reversed([([*path, index], item) for index, item in enumerate(value)]))
 
 
 def _record_order(record: Any, path: Iterable[Any]) -> list[int]:
