@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -123,11 +124,20 @@ def test_a_bad_image_or_detail_leaves_an_existing_message_unchanged() -> None:
     assert message.content.to_dict() == content
 
 
-def test_an_invalid_image_never_enters_through_a_record() -> None:
+@pytest.mark.parametrize(("ref", "reason"), INVALID)
+def test_an_invalid_image_never_enters_through_a_record_and_the_error_says_which_and_why(ref: str, reason: str) -> None:
+    # As building the content says it (review at F4): not the schema's three patterns recited.
     record = Instruction(content={"images": ["AAAA"]}).to_dict()
-    record["content"]["images"] = ["javascript:alert(1)"]
-    with pytest.raises(ValidationError):
-        Message.from_dict(record)
+    record["content"]["images"] = ["https://ok.example/a.png", ref]
+    loaders = [Message.from_dict, Instruction.from_dict, lambda r: Message.from_json(json.dumps(r))]
+    for load in loaders:
+        with pytest.raises(ValidationError) as caught:
+            load(record)
+        (error,) = caught.value.errors()
+        assert error["loc"] == ("content", "images")
+        assert error["msg"].startswith("InstructionContent.images[1]: ")
+        assert re.search(reason, error["msg"])
+        assert error["input"] == ref
 
 
 PATTERNS = [

@@ -132,13 +132,13 @@ class ActionRequestContent(ActionRequestBehaviour):
         if not data.keys() <= cls._WIRE_FIELDS:
             raise RecordFieldError.unknown(cls.__name__, data.keys() - cls._WIRE_FIELDS, data)
         if "function" in data and not isinstance(data["function"], str):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "function",
                 "ActionRequestContent.function must be a string",
                 data["function"],
             )
         if "arguments" in data and not isinstance(data["arguments"], dict):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "arguments",
                 "ActionRequestContent.arguments must be an object",
                 data["arguments"],
@@ -153,7 +153,7 @@ class ActionRequestContent(ActionRequestBehaviour):
             )
             or data["action_response_id"] is None
         ):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "action_response_id",
                 "ActionRequestContent.action_response_id must be a string matching ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$ or null",
                 data["action_response_id"],
@@ -364,13 +364,13 @@ class ActionResponseContent(ActionResponseBehaviour):
         if not data.keys() <= cls._WIRE_FIELDS:
             raise RecordFieldError.unknown(cls.__name__, data.keys() - cls._WIRE_FIELDS, data)
         if "function" in data and not isinstance(data["function"], str):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "function",
                 "ActionResponseContent.function must be a string",
                 data["function"],
             )
         if "arguments" in data and not isinstance(data["arguments"], dict):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "arguments",
                 "ActionResponseContent.arguments must be an object",
                 data["arguments"],
@@ -385,13 +385,13 @@ class ActionResponseContent(ActionResponseBehaviour):
             )
             or data["action_request_id"] is None
         ):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "action_request_id",
                 "ActionResponseContent.action_request_id must be a string matching ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$ or null",
                 data["action_request_id"],
             )
         if "error" in data and not (isinstance(data["error"], str) or data["error"] is None):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "error",
                 "ActionResponseContent.error must be a string or null",
                 data["error"],
@@ -554,7 +554,7 @@ class AssistantResponseContent(AssistantResponseBehaviour):
         if not data.keys() <= cls._WIRE_FIELDS:
             raise RecordFieldError.unknown(cls.__name__, data.keys() - cls._WIRE_FIELDS, data)
         if "assistant_response" in data and not isinstance(data["assistant_response"], str):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "assistant_response",
                 "AssistantResponseContent.assistant_response must be a string",
                 data["assistant_response"],
@@ -803,25 +803,25 @@ class InstructionContent(InstructionBehaviour):
         if not data.keys() <= cls._WIRE_FIELDS:
             raise RecordFieldError.unknown(cls.__name__, data.keys() - cls._WIRE_FIELDS, data)
         if "instruction" in data and not (isinstance(data["instruction"], str) or data["instruction"] is None):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "instruction",
                 "InstructionContent.instruction must be a string or null",
                 data["instruction"],
             )
         if "guidance" in data and not (isinstance(data["guidance"], str) or data["guidance"] is None):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "guidance",
                 "InstructionContent.guidance must be a string or null",
                 data["guidance"],
             )
         if "prompt_context" in data and not isinstance(data["prompt_context"], list):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "prompt_context",
                 "InstructionContent.prompt_context must be an array",
                 data["prompt_context"],
             )
         if "plain_content" in data and not (isinstance(data["plain_content"], str) or data["plain_content"] is None):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "plain_content",
                 "InstructionContent.plain_content must be a string or null",
                 data["plain_content"],
@@ -830,7 +830,7 @@ class InstructionContent(InstructionBehaviour):
             isinstance(data["tool_schemas"], list)
             and (not data["tool_schemas"] or all(isinstance(item0, dict) for item0 in data["tool_schemas"]))
         ):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "tool_schemas",
                 "InstructionContent.tool_schemas must be an array of items that are each an object",
                 data["tool_schemas"],
@@ -838,7 +838,7 @@ class InstructionContent(InstructionBehaviour):
         if "response_format" in data and not (
             isinstance(data["response_format"], dict) or data["response_format"] is None
         ):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "response_format",
                 "InstructionContent.response_format must be an object or null",
                 data["response_format"],
@@ -878,13 +878,13 @@ class InstructionContent(InstructionBehaviour):
                 )
             )
         ):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "images",
                 "InstructionContent.images must be an array of items that are each a string and a string matching ^[Hh][Tt][Tt][Pp][Ss]?://(?:[^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff/?#@]*@)?(?:[^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff/?#@:\\[\\]]+|\\[[^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff/?#@\\[\\]]+\\])(?::(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(?:[/?#][^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]*)?$ or a string matching ^data:image/(?:png|jpe?g|gif|webp);base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$ or a string matching ^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
                 data["images"],
             )
         if "image_detail" in data and data["image_detail"] not in ("low", "high", "auto", None):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "image_detail",
                 'InstructionContent.image_detail must be one of "low", "high", "auto", null',
                 data["image_detail"],
@@ -1096,7 +1096,7 @@ class SystemContent(SystemBehaviour):
         if not data.keys() <= cls._WIRE_FIELDS:
             raise RecordFieldError.unknown(cls.__name__, data.keys() - cls._WIRE_FIELDS, data)
         if "system_message" in data and not isinstance(data["system_message"], str):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "system_message",
                 "SystemContent.system_message must be a string",
                 data["system_message"],
@@ -1104,7 +1104,7 @@ class SystemContent(SystemBehaviour):
         if "system_datetime" in data and not (
             isinstance(data["system_datetime"], str) or data["system_datetime"] is None
         ):
-            raise RecordFieldError(
+            raise cls._record_field_error(
                 "system_datetime",
                 "SystemContent.system_datetime must be a string or null",
                 data["system_datetime"],

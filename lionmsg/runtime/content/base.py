@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic_core import to_jsonable_python
 
 from lionmsg.runtime.fastpath import ATOMS, MISSING, deep_copy, flat_records_copy, json_copy, plain_copy
-from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, check_mode, sorted_names
+from lionmsg.runtime.wire import UNWRITABLE_DEPTH, RecordFieldError, check_finite, check_mode, sorted_names
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -66,6 +66,12 @@ class MessageContent:
         # Each kind's behaviour class renders its content (the prompt text, or text and image parts).
         @property
         def rendered(self) -> Any: ...
+
+    @classmethod
+    def _record_field_error(cls, field: str, message: str, value: Any) -> RecordFieldError:
+        """What `from_record` raises for a field that breaks its schema (`message` says what the schema
+        wants); a kind whose own rules can say why instead (an instruction's images) overrides it."""
+        return RecordFieldError(field, message, value)
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:

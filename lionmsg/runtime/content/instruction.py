@@ -102,6 +102,17 @@ class InstructionBehaviour(MessageContent):
         # from a record keeps null, and a rebuild would fill it in.
         return not (self.images and self.image_detail is None)
 
+    @classmethod
+    def _record_field_error(cls, field: str, message: str, value: Any) -> RecordFieldError:
+        # The schema's image rule recited is three patterns long: name the image and why, as building
+        # the content does (image_problem gives the schema's verdict on each reference).
+        if field == "images" and type(value) is list:
+            for index, ref in enumerate(value):
+                problem = image_problem(ref)
+                if problem is not None:
+                    return RecordFieldError("images", f"InstructionContent.images[{index}]: {problem}", ref)
+        return super()._record_field_error(field, message, value)
+
     def _normalize(self) -> None:
         # Lists, the usual values (and all a record holds), are copied without the helpers' calls.
         context, schemas, images = self.prompt_context, self.tool_schemas, self.images
