@@ -27,14 +27,15 @@ import contextlib
 import errno
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from lionmsg.runtime.wire import loads_json
-from lionmsg.schema.files import BUNDLE_NAME, KINDS, load_schema, schema_dir, schema_names
+from lionmsg.runtime.wire import loads_json, write_json
+from lionmsg.schema.files import BUNDLE_NAME, KINDS, kind_named, load_schema, schema_dir, schema_names
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -353,15 +354,31 @@ def _fuzz(args: argparse.Namespace, out: _Output) -> int:
     kind = _kind_name(args.kind)
     ascii_only = _ascii_only(out)
     for record in generate_records(args.count, kind, args.seed):
-        out.write(json.dumps(record, ensure_ascii=ascii_only) + "\n")
+        # As lionmsg writes records: json.dumps refuses the integers past Python's digit limit that the
+        # stream draws, and leaves lone surrogates raw, which no UTF-8 output can encode.
+        text = write_json(record)
+        out.write((_escaped_non_ascii(text) if ascii_only else text) + "\n")
     return EXIT_OK
+
+
+def _escaped_non_ascii(text: str) -> str:
+    """JSON text with every non-ASCII character as a \\u escape (a pair beyond U+FFFF): the same JSON,
+    since outside strings JSON text is ASCII."""
+    return _NON_ASCII.sub(_utf16_escapes, text)
+
+
+def _utf16_escapes(found: re.Match[str]) -> str:
+    units = found.group().encode("utf-16-be", "surrogatepass")
+    return "".join(f"\\u{units[at]:02x}{units[at + 1]:02x}" for at in range(0, len(units), 2))
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
 def _kind_name(value: str | None) -> str | None:
     if value is None:
         return None
-    by_class = {cls.lower(): kind for kind, cls in KINDS.items()}
-    kind = value if value in KINDS else by_class.get(value.lower())
+    kind = kind_named(value)
     if kind is None:
         raise UsageError(f"unknown kind {value!r}; choose from {', '.join(KINDS)}")
     return kind

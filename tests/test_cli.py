@@ -25,6 +25,7 @@ from lionmsg.cli import main
 from lionmsg.runtime.render.table import address_label, conversation_table
 from lionmsg.runtime.wire import loads_json
 from lionmsg.schema.files import KINDS, schema_dir, schema_names
+from lionmsg.schema.strategies import EDGE_KEY
 from lionmsg.schema.validator import RecordValidator
 
 REPO = Path(__file__).resolve().parent.parent
@@ -588,7 +589,7 @@ def test_fuzz_emits_valid_records_of_the_kind_reproducibly(tmp_path: Path) -> No
     assert status == 0
     lines = lines_of(out)
     assert len(lines) == 5
-    records = [json.loads(line) for line in lines]
+    records = [loads_json(line) for line in lines]
     assert all(VALIDATOR.kind_of(record) == "instruction" for record in records)
     path = tmp_path / "fuzzed.jsonl"
     path.write_text(out, encoding="utf-8")
@@ -600,7 +601,7 @@ def test_fuzz_emits_valid_records_of_the_kind_reproducibly(tmp_path: Path) -> No
 def test_fuzz_without_a_kind_emits_records_of_any_kind() -> None:
     status, out = run("fuzz", "--count", "12", "--seed", "1")
     assert status == 0
-    records = [json.loads(line) for line in lines_of(out)]
+    records = [loads_json(line) for line in lines_of(out)]  # json.loads refuses its long integers
     assert len(records) == 12
     assert all(VALIDATOR.is_valid(record) for record in records)
 
@@ -610,7 +611,7 @@ def test_fuzz_gives_every_record_its_own_id() -> None:
     # histories and stores, where a repeated id replaces a message, get a fresh id instead of a repeat.
     status, out = run("fuzz", "--count", "120", "--kind", "system", "--seed", "1")
     assert status == 0
-    ids = [UUID(json.loads(line)["id"]) for line in lines_of(out)]
+    ids = [UUID(loads_json(line)["id"]) for line in lines_of(out)]
     assert len(ids) == len(set(ids)) == 120
     assert run("fuzz", "--count", "120", "--kind", "system", "--seed", "1") == (status, out)  # still reproducible
 
@@ -979,10 +980,26 @@ def test_fuzz_on_an_ascii_terminal_still_writes_json() -> None:
     ascii_only = _script("fuzz", "--count", "20", "--seed", "5", env={"PYTHONIOENCODING": "ascii"})
     assert (ascii_only.returncode, ascii_only.stderr) == (0, "")
     assert ascii_only.stdout.isascii()
-    assert [json.loads(line) for line in lines_of(ascii_only.stdout)] == [
-        json.loads(line) for line in lines_of(unicode.stdout)
-    ]
+    # Read exactly: the stream draws integers past json.loads' digit limit and lone surrogates.
+    written = [loads_json(line) for line in lines_of(unicode.stdout)]
+    assert [loads_json(line) for line in lines_of(ascii_only.stdout)] == written
     assert not unicode.stdout.isascii()  # the seed gives non-ASCII text: the case is exercised
+
+
+def test_fuzz_writes_the_values_json_dumps_refuses_or_no_utf_8_output_holds() -> None:
+    # An integer past Python's int-to-text digit limit (json.dumps refuses it) and a lone surrogate
+    # (raw, no UTF-8 output can encode it): written as lionmsg writes records (review at F5).
+    done = _script("fuzz", "--count", "120", "--seed", "2")
+    assert (done.returncode, done.stderr) == (0, "")
+    edges = [
+        record["metadata"][EDGE_KEY]
+        for record in map(loads_json, lines_of(done.stdout))
+        if EDGE_KEY in (record.get("metadata") or {})
+    ]
+    kinds = {kind for edge in edges for kind in edge}
+    assert {"integer", "text"} <= kinds, kinds
+    checked = _script("validate", "-", stdin=done.stdout)
+    assert (checked.returncode, checked.stdout.splitlines()[-1]) == (0, summary(120, 0).strip())
 
 
 def test_a_file_name_a_terminal_would_act_on_is_quoted_everywhere(

@@ -66,6 +66,14 @@ def load_bundle() -> dict[str, Any]:
     return bundle
 
 
+def kind_named(name: str) -> str | None:
+    """The kind `name` is: a kind (`action_response`) or its class in any case (`ActionResponse`); None
+    for anything else."""
+    if name in KINDS:
+        return name
+    return next((kind for kind, cls in KINDS.items() if cls.lower() == name.lower()), None)
+
+
 def kind_of_class(lion_class: Any) -> str:
     """The kind a `metadata.lion_class` value names (its last dotted segment), `message` otherwise."""
     if isinstance(lion_class, str):

@@ -10,23 +10,31 @@ a UUID (it draws arbitrary text). The schema it is given says what the published
 number fields spelled "an integer or a number" and the address drawn from a custom format that
 favours those values (`generation_schema`), so every record it draws is still valid.
 
+Nor does it draw the values JSON allows that readers and writers part on, each of which lionmsg has
+code of its own for: text holding a lone surrogate (hypothesis's text leaves them out), an integer
+past Python's int-to-text digit limit, a value nested deeper than a few levels, and `-0.0`. Addresses
+may hold lone surrogates, and about one record in twenty carries such values in its metadata, under
+`EDGE_KEY`, a place every kind leaves free (`edge_values`).
+
 Needs the `fuzz` extra (hypothesis, hypothesis-jsonschema).
 """
 
 from __future__ import annotations
 
 import copy
+import random
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
-from lionmsg.schema.files import KINDS, load_bundle
+from lionmsg.schema.files import KINDS, kind_named, load_bundle
 from lionmsg.schema.inline import inline_refs
 from lionmsg.schema.patterns import python_pattern
 
-__all__ = ["generation_schema", "inlined_kind_schema", "records"]
+__all__ = ["EDGE_KEY", "edge_values", "generation_schema", "inlined_kind_schema", "records"]
 
 _ADDRESS_FORMAT = "x-lionmsg-address"
 
@@ -39,9 +47,9 @@ def _inlined(kind: str) -> dict[str, Any]:
 
 
 def inlined_kind_schema(kind: str) -> dict[str, Any]:
-    """The schema of one record kind (`instruction`, ...) with no `$ref` left, patterns in Python form."""
-    _check_kind(kind)
-    return _inlined(kind)
+    """The schema of one record kind (`instruction`, or its class `Instruction`, ...) with no `$ref`
+    left, patterns in Python form."""
+    return _inlined(_kind(kind))
 
 
 @cache
@@ -57,13 +65,15 @@ def generation_schema(kind: str) -> dict[str, Any]:
     """`inlined_kind_schema(kind)` as the strategies read it: every `number` schema is an `anyOf` of the
     same schema as `integer` and as itself (bounds kept), and addresses carry the format
     `x-lionmsg-address`, drawn by `addresses()`. It accepts exactly the same records."""
-    _check_kind(kind)
-    return _generation_schema(kind)
+    return _generation_schema(_kind(kind))
 
 
-def _check_kind(kind: str) -> None:
-    if kind not in KINDS:
-        raise KeyError(f"unknown record kind {kind!r}; known: {', '.join(KINDS)}")
+def _kind(name: str) -> str:
+    """The kind `name` is, as `lionmsg fuzz --kind` reads it: a kind or its class name, in any case."""
+    kind = kind_named(name)
+    if kind is None:
+        raise KeyError(f"unknown record kind {name!r}; known: {', '.join(KINDS)}")
+    return kind
 
 
 _NOT_SCHEMAS = frozenset({"enum", "const", "default", "examples"})  # values, not schemas: left as they are
@@ -91,19 +101,81 @@ def addresses() -> st.SearchStrategy[str]:
         st.sampled_from(bundle["$defs"]["role"]["enum"]),
         st.uuids().map(str),
         st.from_regex(uuid_pattern),
-        st.text(),
+        st.text(_ANY_CHARACTER),
     )
 
 
+_ANY_CHARACTER = st.characters(codec=None, exclude_categories=())  # lone surrogates too
+EDGE_KEY = "x-lionmsg-edge"
+"""The metadata key under which a share of the records carries one of `edge_values()`."""
+
+
+def edge_values() -> st.SearchStrategy[dict[str, Any]]:
+    """Objects holding some of the JSON values readers and writers part on: text with a lone surrogate
+    (`text`, and as a key in `keys`), an integer beyond Python's default int-to-text limit (4,300
+    digits: `integer`), a value nested 11 to 400 levels deep (`nested`) and negative zero (`zero`).
+
+    Made from a Random hypothesis seeds: its own choices between such values came out the simplest in
+    nine records of ten of a seeded stream (and such values need no shrinking to be read)."""
+    return st.randoms(use_true_random=True).map(_edge_object)
+
+
+def _edge_object(rng: random.Random) -> dict[str, Any]:
+    chosen = rng.sample(_EDGE_KINDS, rng.randint(1, len(_EDGE_KINDS)))
+    return {name: make(rng) for name, make in _EDGE_KINDS if (name, make) in chosen}
+
+
+def _lone_surrogate_text(rng: random.Random) -> str:
+    around = [chr(rng.choice([rng.randint(0x20, 0x7E), rng.randint(0xA0, 0xD7FF)])) for _ in range(rng.randint(0, 6))]
+    around.insert(rng.randint(0, len(around)), chr(rng.randint(0xD800, 0xDFFF)))
+    return "".join(around)
+
+
+def _long_integer(rng: random.Random) -> int:
+    magnitude: int = 10 ** rng.randint(4300, 6000) + rng.randint(0, 10**6)  # 4,301+ digits, made without spelling it
+    return -magnitude if rng.random() < 0.5 else magnitude
+
+
+def _nested(rng: random.Random) -> Any:
+    value: Any = rng.randint(-5, 5)
+    in_objects = rng.random() < 0.5
+    for _ in range(rng.randint(11, 400)):
+        value = {"v": value} if in_objects else [value]
+    return value
+
+
+_EDGE_KINDS: list[tuple[str, Callable[[random.Random], Any]]] = [
+    ("text", _lone_surrogate_text),
+    ("keys", lambda rng: {_lone_surrogate_text(rng): rng.randint(-9, 9) for _ in range(rng.randint(1, 2))}),
+    ("integer", _long_integer),
+    ("nested", _nested),
+    ("zero", lambda rng: -0.0),
+]
+
+
 def records(kind: str | None = None) -> st.SearchStrategy[dict[str, Any]]:
-    """Records of one kind, or of any kind when `kind` is None: a third of them as the schema alone
-    draws them, a third with content, a third with every content field (see `_with_content`)."""
+    """Records of one kind (`instruction` or `Instruction`), or of any kind when `kind` is None: a third
+    of them as the schema alone draws them, a third with content, a third with every content field (see
+    `_with_content`); some carry edge values (see the module docstring)."""
     if kind is None:
         return st.one_of([records(name) for name in KINDS])
-    _check_kind(kind)
+    kind = _kind(kind)
     formats = {_ADDRESS_FORMAT: addresses()}
     schemas = [_generation_schema(kind), _with_content(kind, every_field=False), _with_content(kind, every_field=True)]
-    return st.one_of([from_schema(schema, custom_formats=formats) for schema in schemas]).map(_as_record)
+    drawn = st.one_of([from_schema(schema, custom_formats=formats) for schema in schemas]).map(_as_record)
+    return st.tuples(drawn, st.randoms(use_true_random=True)).map(_with_edge_values)
+
+
+def _with_edge_values(drawn: tuple[dict[str, Any], random.Random]) -> dict[str, Any]:
+    """Some records carry edge values in their metadata (see the module docstring): one in eight of the
+    Randoms hypothesis seeds decides so, one record in twenty or so of a seeded stream, where it draws
+    its simplest seeds again and again (its own choice between branches came out one record in ten to
+    one in a hundred)."""
+    record, rng = drawn
+    if rng.random() >= 1 / 8:
+        return record
+    metadata = record.get("metadata")  # an object when present: every kind's schema says so
+    return {**record, "metadata": {**(metadata or {}), EDGE_KEY: _edge_object(rng)}}
 
 
 @cache
