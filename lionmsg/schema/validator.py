@@ -3,7 +3,9 @@
 The verdict is the union schema's (`record.schema.json`, the bundle's root). A union failure alone says
 little ("not valid under any of the given schemas"), so the errors come from the one kind the record
 names by `metadata.lion_class` (the generic Message when it names none), each with where it is in the
-record and where the broken rule is in the schema files.
+record and where the broken rule is in the schema files. A decoded record holding a NaN or an infinity
+is invalid wherever it is: where the schemas allow any value no rule of theirs refuses it, yet it is
+not JSON (such an error has no schema path).
 
 Needs the `cli` extra (jsonschema, referencing).
 """
