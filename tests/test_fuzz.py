@@ -211,7 +211,7 @@ def test_the_strategies_draw_integers_for_numbers_and_roles_and_uuids_for_addres
 def test_the_strategies_draw_the_values_readers_part_on_and_records_keep_them_exactly() -> None:
     """Lone surrogates, integers past Python's int-to-text digit limit, values nested deeper than a few
     levels and negative zero: hypothesis-jsonschema draws none of them (review at F5). One record in
-    twenty or so carries some in its metadata; each loads, writes and loads again as it came."""
+    ten to twenty carries some in its metadata; each loads, writes and loads again as it came."""
     seen: Counter[str] = Counter()
     carried = 0
     for record in generate_records(300, None, 2):
