@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from datetime import date
@@ -226,6 +227,20 @@ def test_is_responded_follows_the_link() -> None:
     assert request.is_responded()
     assert request.content.action_response_id == str(response.id)
     assert response.content.action_request_id == str(request.id)
+
+
+_NOT_A_LINK_ID = "must be a UUID in its hyphenated text form (8-4-4-4-12 hexadecimal digits) or null"
+
+
+def test_a_link_id_that_is_no_uuid_is_named_in_words_and_changes_nothing() -> None:
+    """The message says what a link id is (the schema's `x-lionmsg-expected`), not its pattern."""
+    request = ActionRequest(content={"function": "f"})
+    before, content = fields_of(request), request.content.to_dict()
+    with pytest.raises(ValueError, match=f"^{re.escape(f'ActionRequestContent.action_response_id {_NOT_A_LINK_ID}')}$"):
+        request.update(action_response_id="call_abc")
+    assert (fields_of(request), request.content.to_dict()) == (before, content)
+    with pytest.raises(ValueError, match=f"^{re.escape(f'ActionResponseContent.action_request_id {_NOT_A_LINK_ID}')}$"):
+        ActionResponseContent.from_dict({"function": "f", "action_request_id": "9d8e7f6a\n"})
 
 
 def test_request_rendering() -> None:

@@ -198,6 +198,20 @@ def test_what_a_wire_check_would_read_differently_is_refused(schema: dict, refus
         compile_check(schema)
 
 
+def test_a_schema_that_names_what_it_accepts_is_named_so_in_the_message_wherever_it_sits() -> None:
+    uuid_text = {"type": "string", "pattern": "^[0-9a-f]{8}$"}
+    named = {**uuid_text, "x-lionmsg-expected": "a short id"}
+    plain = compile_check(uuid_text)
+    assert plain == Check(plain.expr, "a string matching ^[0-9a-f]{8}$")
+    assert compile_check(named) == Check(plain.expr, "a short id")  # the words change, the check does not
+    nullable = compile_check({"anyOf": [named, {"type": "null"}]})
+    assert nullable is not None
+    assert nullable.expected == "a short id or null"
+    listed = compile_check({"type": "array", "items": named})
+    assert listed is not None
+    assert listed.expected == "an array of items that are each a short id"
+
+
 def test_compiling_accepts_everything_for_empty_schemas_and_refuses_unknown_keywords() -> None:
     assert compile_check({}) is None
     assert compile_check({"description": "anything"}) is None

@@ -140,6 +140,20 @@ def test_an_invalid_image_never_enters_through_a_record_and_the_error_says_which
         assert error["input"] == ref
 
 
+def test_images_that_are_no_list_in_a_record_are_named_in_words() -> None:
+    """A record's `images` must be a list; the message says what its items are (`x-lionmsg-expected`)."""
+    record = Instruction(content={"images": ["AAAA"]}).to_dict()
+    record["content"]["images"] = "https://ok.example/a.png"
+    with pytest.raises(ValidationError) as caught:
+        Message.from_dict(record)
+    (error,) = caught.value.errors()
+    assert error["loc"] == ("content", "images")
+    assert error["msg"] == (
+        "InstructionContent.images must be an array of items that are each an image reference (an http(s) URL, "
+        "a base64 data:image URI of a PNG, JPEG, GIF or WebP image, or raw base64)"
+    )
+
+
 PATTERNS = [
     definition["pattern"]
     for definition in json.loads((SCHEMA_DIR / "content" / "instruction.schema.json").read_text())["$defs"].values()

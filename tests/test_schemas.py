@@ -209,7 +209,7 @@ def test_a_schema_change_without_a_version_bump_fails_the_bundle_check(schema_co
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 1
     assert done.stderr.startswith(
-        "the schemas changed since version 1.0.1 was recorded: bump SCHEMA_VERSION in tools/bundle.py"
+        "the schemas changed since version 1.0.2 was recorded: bump SCHEMA_VERSION in tools/bundle.py"
     )
     assert re.search(r"record its digest [0-9a-f]{64}\n$", done.stderr)
 
@@ -245,6 +245,19 @@ def test_an_unknown_annotation_is_reported(schema_copy: Path) -> None:
     )
     found = list(problems(SchemaSet.load(schema_copy)))
     assert any("unknown annotation 'x-lionmsg-omitt'" in p for p in found), found
+
+
+@pytest.mark.parametrize("phrase", [["a UUID"], "", "  "])
+def test_an_expected_annotation_that_is_no_phrase_is_reported(schema_copy: Path, phrase: object) -> None:
+    _edit(
+        schema_copy,
+        "content/system.schema.json",
+        lambda d: d["properties"]["system_datetime"].update({"x-lionmsg-expected": phrase}),
+    )
+    found = list(problems(SchemaSet.load(schema_copy)))
+    assert "content/system.schema.json#/properties/system_datetime: x-lionmsg-expected must be a phrase" in "\n".join(
+        found
+    ), found
 
 
 def test_no_ref_resolution_touches_the_network(monkeypatch: pytest.MonkeyPatch, schemas: SchemaSet) -> None:

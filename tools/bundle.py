@@ -30,11 +30,13 @@ BUNDLE_NAME = "bundle.json"
 # and annotations, minor for loosening only (every record valid before stays valid and means the same;
 # the schemas are closed, so a record using an addition is refused by older readers), major with a new
 # `$id` base for anything else. `--check` fails until the version is bumped and the set's digest recorded.
-SCHEMA_VERSION = "1.0.1"
+SCHEMA_VERSION = "1.0.2"
 # 1.0.1: the embedding's description says its items are read as doubles.
+# 1.0.2: `x-lionmsg-expected` names a UUID and an image reference in words for error messages.
 RECORDED_DIGESTS = {
     "1.0.0": "86ac6ea319c4616111281cfbd240fcc44797a4c4aa00d60d7a1033cbe556ab5c",
     "1.0.1": "7e687a7cf030dbcf173900ed501f7d762e1af8522836dc82a00e52cb858fde11",
+    "1.0.2": "f29e53d432216279db8c8517b10f5fa59b3224d7c6b3babff8af9a0124789fdf",
 }
 BASE_URI = "https://lionmsg.dev/schemas/v1/"
 

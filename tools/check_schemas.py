@@ -61,6 +61,7 @@ ANNOTATIONS = frozenset(
         "x-lionmsg-behaviour",
         "x-lionmsg-declared-by",
         "x-lionmsg-deep-copy",
+        "x-lionmsg-expected",
         "x-lionmsg-omit",
         "x-lionmsg-plain-update",
         "x-lionmsg-python-fields",
@@ -98,6 +99,9 @@ def problems(schemas: SchemaSet) -> Iterator[str]:
         for pointer, sub in subschemas(schema):
             for keyword in sorted(k for k in sub if k.startswith("x-") and k not in ANNOTATIONS):
                 yield f"{name}#{pointer}: unknown annotation {keyword!r} (a misspelling is ignored silently)"
+            expected = sub.get("x-lionmsg-expected")
+            if "x-lionmsg-expected" in sub and not (isinstance(expected, str) and expected.strip()):
+                yield f"{name}#{pointer}: x-lionmsg-expected must be a phrase (the generated error messages use it)"
             keywords = {k for k in sub if not k.startswith("x-")} - (ROOT_KEYWORDS if pointer == "" else frozenset())
             for keyword in sorted(keywords - PORTABLE_KEYWORDS):
                 yield f"{name}#{pointer}: keyword {keyword!r} is outside the portable subset"

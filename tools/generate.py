@@ -137,6 +137,10 @@ _SUPPORTED_CHECK_KEYWORDS = {
 }  # fmt: skip
 
 
+# The annotation that names, in words, what a schema accepts: the generated checks' error messages use it.
+EXPECTED_ANNOTATION = "x-lionmsg-expected"
+
+
 def _one_of(values: list[Any]) -> str:
     """`{v}` equal to one of `values` as JSON compares: Python's `==` takes True for 1 and 0 for False,
     so a bool matches only bools and a number only numbers."""
@@ -221,6 +225,10 @@ def compile_check(schema: Any, depth: int = 0) -> Check | None:
     if not parts:
         return None
     expr = parts[0].expr if len(parts) == 1 else "(" + " and ".join(p.expr for p in parts) + ")"
+    # A schema that names what it accepts (`x-lionmsg-expected`) is named so in the error message: its
+    # constraints read as a recital of patterns ("a string and a string matching ^[0-9a-fA-F]{8}-...").
+    if EXPECTED_ANNOTATION in schema:
+        return Check(expr, str(schema[EXPECTED_ANNOTATION]))
     expected = parts[0].expected if len(parts) == 1 else " and ".join(p.expected for p in parts)
     return Check(expr, expected)
 
@@ -281,7 +289,7 @@ def render_content(schemas: SchemaSet) -> str:
         schema = schemas.get(f"content/{name}.schema.json")
         inlined = schemas.inline(schema, schemas.resolver(schema))
         for prop in inlined["properties"].values():
-            check = compile_check({k: v for k, v in prop.items() if not k.startswith("x-")})
+            check = compile_check({k: v for k, v in prop.items() if k == EXPECTED_ANNOTATION or not k.startswith("x-")})
             if check is not None:
                 prop["x-lionmsg-check"] = {"expr": check.expr, "expected": check.expected}
             # The default as a Python expression (a fresh list or dict on every evaluation).

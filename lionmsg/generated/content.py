@@ -68,7 +68,7 @@ class ActionRequestContent(ActionRequestBehaviour):
         ):
             raise RecordFieldError(
                 "action_response_id",
-                "ActionRequestContent.action_response_id must be a string matching ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$ or null",
+                "ActionRequestContent.action_response_id must be a UUID in its hyphenated text form (8-4-4-4-12 hexadecimal digits) or null",
                 self.action_response_id,
             )
 
@@ -102,7 +102,7 @@ class ActionRequestContent(ActionRequestBehaviour):
         ):
             raise RecordFieldError(
                 "action_response_id",
-                "ActionRequestContent.action_response_id must be a string matching ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$ or null",
+                "ActionRequestContent.action_response_id must be a UUID in its hyphenated text form (8-4-4-4-12 hexadecimal digits) or null",
                 content.action_response_id,
             )
         return content
@@ -155,7 +155,7 @@ class ActionRequestContent(ActionRequestBehaviour):
         ):
             raise cls._record_field_error(
                 "action_response_id",
-                "ActionRequestContent.action_response_id must be a string matching ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$ or null",
+                "ActionRequestContent.action_response_id must be a UUID in its hyphenated text form (8-4-4-4-12 hexadecimal digits) or null",
                 data["action_response_id"],
             )
         return cls._from_checked(data)
@@ -276,7 +276,7 @@ class ActionResponseContent(ActionResponseBehaviour):
         ):
             raise RecordFieldError(
                 "action_request_id",
-                "ActionResponseContent.action_request_id must be a string matching ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$ or null",
+                "ActionResponseContent.action_request_id must be a UUID in its hyphenated text form (8-4-4-4-12 hexadecimal digits) or null",
                 self.action_request_id,
             )
         if not (isinstance(self.error, str) or self.error is None):
@@ -324,7 +324,7 @@ class ActionResponseContent(ActionResponseBehaviour):
         ):
             raise RecordFieldError(
                 "action_request_id",
-                "ActionResponseContent.action_request_id must be a string matching ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$ or null",
+                "ActionResponseContent.action_request_id must be a UUID in its hyphenated text form (8-4-4-4-12 hexadecimal digits) or null",
                 content.action_request_id,
             )
         if "error" in changes and not (isinstance(content.error, str) or content.error is None):
@@ -387,7 +387,7 @@ class ActionResponseContent(ActionResponseBehaviour):
         ):
             raise cls._record_field_error(
                 "action_request_id",
-                "ActionResponseContent.action_request_id must be a string matching ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$ or null",
+                "ActionResponseContent.action_request_id must be a UUID in its hyphenated text form (8-4-4-4-12 hexadecimal digits) or null",
                 data["action_request_id"],
             )
         if "error" in data and not (isinstance(data["error"], str) or data["error"] is None):
@@ -710,7 +710,7 @@ class InstructionContent(InstructionBehaviour):
         ):
             raise RecordFieldError(
                 "images",
-                "InstructionContent.images must be an array of items that are each a string and a string matching ^[Hh][Tt][Tt][Pp][Ss]?://(?:[^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff/?#@]*@)?(?:[^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff/?#@:\\[\\]]+|\\[[^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff/?#@\\[\\]]+\\])(?::(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(?:[/?#][^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]*)?$ or a string matching ^data:image/(?:png|jpe?g|gif|webp);base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$ or a string matching ^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
+                "InstructionContent.images must be an array of items that are each an image reference (an http(s) URL, a base64 data:image URI of a PNG, JPEG, GIF or WebP image, or raw base64)",
                 self.images,
             )
         if self.image_detail not in ("low", "high", "auto", None):
@@ -880,7 +880,7 @@ class InstructionContent(InstructionBehaviour):
         ):
             raise cls._record_field_error(
                 "images",
-                "InstructionContent.images must be an array of items that are each a string and a string matching ^[Hh][Tt][Tt][Pp][Ss]?://(?:[^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff/?#@]*@)?(?:[^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff/?#@:\\[\\]]+|\\[[^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff/?#@\\[\\]]+\\])(?::(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(?:[/?#][^\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]*)?$ or a string matching ^data:image/(?:png|jpe?g|gif|webp);base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$ or a string matching ^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$",
+                "InstructionContent.images must be an array of items that are each an image reference (an http(s) URL, a base64 data:image URI of a PNG, JPEG, GIF or WebP image, or raw base64)",
                 data["images"],
             )
         if "image_detail" in data and data["image_detail"] not in ("low", "high", "auto", None):
