@@ -2,7 +2,7 @@
 
     lionmsg schema [NAME | --bundle | --list]
     lionmsg validate FILE...            JSON (one record or an array) or JSON Lines; `-` reads stdin
-    lionmsg fuzz --count N [--kind K] [--seed S]
+    lionmsg fuzz [--count N] [--kind K] [--seed S]
     lionmsg show FILE [--branch ID] [--chat]   a SQLite store, a JSON snapshot, or JSON/JSON Lines records
 
 Standard input (`-`) holding exactly one JSON value (a record or an array, on one line or pretty-printed)
@@ -414,7 +414,7 @@ def _show(args: argparse.Namespace, out: _Output) -> int:
 
     try:
         for title, messages in _histories(args.file, args.branch):
-            out.write(f"{title}\n{conversation_table(messages)}\n")
+            out.write(f"{title}\n{conversation_table(messages, ascii_only=_ascii_only(out))}\n")
             if args.chat:
                 chat = [_chat_message(m) for m in messages if m.role.value != "unset"]
                 # Only the layout's newlines stay raw: JSON strings may hold controls, separators and

@@ -27,6 +27,8 @@ VALID = [
     "https://localhost/a.png",
     "https://user:secret@host.example:65535/a.png",
     "http://h:0",
+    "http://h:0080/a.png",  # four digits, leading zeros and all
+    "https://a.example/%00.png",  # the path is not looked at (LionAGI refuses a percent-encoded NUL)
     "data:image/png;base64,iVBORw0KGgo=",
     "data:image/jpeg;base64,/9j/4AAQ",
     "data:image/jpg;base64,/9j/4AAQ",
@@ -57,6 +59,10 @@ INVALID = [
     ("https://user@/x.png", "must name a host"),
     ("http://h:99999/a.png", r"must name a host \(and a port from 0 to 65535, if any\)"),
     ("http://h:abc/a.png", "must name a host"),
+    ("http://h:08080/a.png", r"a port from 0 to 65535"),  # five digits only without a leading zero
+    ("http://h:/a.png", r"a port from 0 to 65535"),  # an empty port
+    ("https://a.example/x y.png", "must not contain white space"),  # LionAGI sends these as written
+    ("https://a.example/p?q=a b", "must not contain white space"),
     ("http://[::1/a.png", "must name a host"),
     ("data:image/png;base64,AAAA====", "payload is not valid base64"),  # b64decode takes it; the schema not
     ("AAAA====", "not valid base64"),

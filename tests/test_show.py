@@ -63,6 +63,19 @@ def test_long_content_is_cut_with_an_ellipsis_and_labels_are_short() -> None:
     assert address_label("tool") == "tool"
 
 
+def test_an_ascii_table_escapes_before_it_measures_so_its_columns_stay_aligned() -> None:
+    manager = MessageManager()
+    manager.add_message(instruction="café " * 30, sender="zoë", recipient="user")
+    manager.add_message(assistant_response="ok", sender="assistant", recipient="zoë")
+    table = conversation_table(manager, content_width=20, ascii_only=True).splitlines()
+    assert all(line.isascii() for line in table)
+    assert table[0].split() == ["#", "role", "class", "from", "->", "to", "content"]
+    assert table[2].endswith("zo\\xeb -> user       Instruction: 'caf...")
+    assert table[3].endswith("assistant -> zo\\xeb  ok")
+    column = table[0].index("content")
+    assert [row[column:] for row in table[2:]] == ["Instruction: 'caf...", "ok"]
+
+
 def test_show_prints_every_branch_of_a_store_and_one_on_request(tmp_path: Path) -> None:
     database = tmp_path / "h.db"
     manager = history()

@@ -897,6 +897,10 @@ def test_branch_ids_are_strings_or_uuids(store: SQLiteStore) -> None:
     assert store.branches() == [str(ident)]
     with pytest.raises(TypeError, match=r"^attach takes a MessageManager or a Branch, got list$"):
         store.attach([], "x")  # type: ignore[arg-type]
+    manager = MessageManager()
+    with pytest.raises(TypeError, match=r"^take_over must be True or False, got str$"):
+        store.attach(manager, "x", take_over="no")  # type: ignore[arg-type]  # not read as true
+    assert (store.branches(), manager.on_message_added, manager.on_history_changed) == ([str(ident)], [], [])
 
 
 # -- durability settings ----------------------------------------------------------------------------

@@ -657,8 +657,28 @@ def test_a_timeout_past_what_sqlite_counts_waits_as_long_as_it_can(path: Path) -
         assert store._open().execute("PRAGMA busy_timeout").fetchone() == (250,)
 
 
-@pytest.mark.parametrize("timeout", [float("nan"), -1, "5", True, False])
-def test_a_timeout_that_is_no_number_of_seconds_is_a_value_error_and_creates_nothing(path: Path, timeout: Any) -> None:
-    with pytest.raises(ValueError, match=r"^timeout must be a number of seconds >= 0, got "):
+@pytest.mark.parametrize(
+    ("timeout", "error", "said"),
+    [
+        (float("nan"), ValueError, "nan"),
+        (-1, ValueError, "-1"),
+        ("5", TypeError, "str"),  # of the wrong type, a TypeError, as everywhere
+        (True, TypeError, "bool"),  # a bool is no number of seconds
+        (None, TypeError, "NoneType"),
+    ],
+)
+def test_a_timeout_that_is_no_number_of_seconds_is_refused_and_creates_nothing(
+    path: Path, timeout: Any, error: type[Exception], said: str
+) -> None:
+    with pytest.raises(error, match=rf"^timeout must be a number of seconds >= 0, got {said}$"):
         SQLiteStore(path, timeout=timeout)
+    assert listing(path.parent) == []
+
+
+@pytest.mark.parametrize(("name", "value"), [("read_only", "yes"), ("read_only", 1), ("synchronous", 2)])
+def test_a_store_argument_of_the_wrong_type_is_a_type_error_and_creates_nothing(
+    path: Path, name: str, value: Any
+) -> None:
+    with pytest.raises(TypeError, match=rf"^{name} must be "):
+        SQLiteStore(path, **{name: value})
     assert listing(path.parent) == []

@@ -299,6 +299,10 @@ class ActionResponseContent(ActionResponseBehaviour):
         # for a subclass, which may add fields, and where the full rebuild would change another field.
         if type(self) is not ActionResponseContent or not self._plain_changes_keep_the_rest():
             return None
+        # A list or dict set to another type in place (content.x = ...) takes the full rebuild, which
+        # normalises or refuses it: list() of a dict would keep only its keys.
+        if type(self.arguments) is not dict:
+            return None
         content = object.__new__(ActionResponseContent)
         content.function = changes.get("function", self.function)
         content.arguments = dict(self.arguments)
@@ -732,6 +736,14 @@ class InstructionContent(InstructionBehaviour):
         # state rebuilt by _derive(), and only the changed fields checked (the others were valid). None
         # for a subclass, which may add fields, and where the full rebuild would change another field.
         if type(self) is not InstructionContent or not self._plain_changes_keep_the_rest():
+            return None
+        # A list or dict set to another type in place (content.x = ...) takes the full rebuild, which
+        # normalises or refuses it: list() of a dict would keep only its keys.
+        if (
+            type(self.prompt_context) is not list
+            or type(self.tool_schemas) is not list
+            or type(self.images) is not list
+        ):
             return None
         content = object.__new__(InstructionContent)
         content.instruction = changes.get("instruction", self.instruction)

@@ -382,10 +382,16 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
             self._items[item.id.int] = item
 
     def insert(self, index: int, item: T) -> None:
-        """Insert an item before position `index`; ValueError when its id is present."""
+        """Insert an item before position `index`; ValueError when the pile holds its id (or its order
+        names it behind the pile's back: out of step)."""
         self._check([item])
         with self._lock:
-            self._progression.insert(index, item.id)
+            if item.id.int in self._items:
+                raise ValueError(f"{item.id} is already in the pile")
+            try:
+                self._progression.insert(index, item.id)
+            except ValueError:  # ordered already, behind the pile's back: say so, as include() does
+                raise self._out_of_step() from None
             self._items[item.id.int] = item
 
     def replace(self, old: Any, new: T) -> None:

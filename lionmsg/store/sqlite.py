@@ -190,11 +190,17 @@ class SQLiteStore:
         timeout: float = 5.0,
         read_only: bool = False,
     ) -> None:
+        # Of the wrong type, a TypeError (as for every other argument of the library); a bad value of the
+        # right type, a ValueError. A bool is no number of seconds (True would be one).
+        if not isinstance(synchronous, str):
+            raise TypeError(f"synchronous must be 'NORMAL' or 'FULL', got {type(synchronous).__name__}")
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
-        # NaN fails `>=` too; a bool is no number of seconds (True would be one)
-        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout >= 0:
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
+            raise TypeError(f"timeout must be a number of seconds >= 0, got {type(timeout).__name__}")
+        if not timeout >= 0:  # NaN fails `>=` too
             raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        _refuse_non_bool("read_only", read_only)
         if timeout > sys.float_info.max:  # an int no float holds: as long as SQLite can wait, as infinity
             timeout = math.inf
         self._timeout = timeout
@@ -305,6 +311,7 @@ class SQLiteStore:
         manager = history.msgs if isinstance(history, Branch) else history
         if not isinstance(manager, MessageManager):
             raise TypeError(f"attach takes a MessageManager or a Branch, got {type(history).__name__}")
+        _refuse_non_bool("take_over", take_over)
         refuse_unhookable(manager)
         key = _branch_key(branch_id)
         with manager.messages.thread_lock, self._lock:  # in _write's order: the history's lock first
@@ -662,6 +669,12 @@ def _position(manager: MessageManager, message: Message) -> int:
     reserved for the system message."""
     index = manager.progression.index(message.id)
     return index if manager.system is not None else index + 1
+
+
+def _refuse_non_bool(name: str, value: Any) -> None:
+    # "no" or 0 would otherwise be read by truth value: an attach that takes the branch over, say.
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__}")
 
 
 def _branch_key(branch_id: Any) -> str:

@@ -59,22 +59,33 @@ def _summary(message: Message) -> str:
     return escape_unprintable(_SPACES.sub(" ", str(rendered)).strip())
 
 
-def _fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+def _fit(text: str, width: int, ellipsis: str = "…") -> str:
+    return text if len(text) <= width else text[: width - len(ellipsis)] + ellipsis
+
+
+def _ascii(text: str) -> str:
+    return text.encode("ascii", "backslashreplace").decode("ascii")
 
 
 def conversation_table(
-    messages: Iterable[Message], names: Mapping[UUID, str] | None = None, content_width: int = 76
+    messages: Iterable[Message],
+    names: Mapping[UUID, str] | None = None,
+    content_width: int = 76,
+    *,
+    ascii_only: bool = False,
 ) -> str:
-    """The messages, in the given order, as an aligned table (no trailing newline)."""
-    header = ("#", "role", "class", "from → to", "content")
+    """The messages, in the given order, as an aligned table (no trailing newline). `ascii_only` (for an
+    output that cannot encode more, an ASCII terminal) draws `->` and `...` and writes other non-ASCII
+    characters as backslash escapes before the columns are measured, so they stay aligned."""
+    arrow, ellipsis, cell = (" -> ", "...", _ascii) if ascii_only else (" → ", "…", str)
+    header = ("#", "role", "class", f"from{arrow}to", "content")
     rows = [
         (
             str(index),
             message.role.value,
             type(message).__name__,
-            f"{address_label(message.sender, names)} → {address_label(message.recipient, names)}",
-            _fit(_summary(message), content_width),
+            cell(address_label(message.sender, names)) + arrow + cell(address_label(message.recipient, names)),
+            _fit(cell(_summary(message)), content_width, ellipsis),
         )
         for index, message in enumerate(messages)
     ]
