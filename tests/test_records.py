@@ -189,9 +189,12 @@ def test_non_finite_floats_are_refused_by_json_writers_and_kept_in_python_mode(
     if where.startswith("$.embedding"):  # an embedding must be finite: it cannot even be loaded
         with pytest.raises(ValidationError, match="finite number"):
             Branch.model_validate(branch.model_dump())
-    else:  # python mode keeps the value through a branch
+        with pytest.raises(ValidationError, match="finite number"):
+            Message.from_dict(python)
+    else:  # python mode keeps the value through a branch, and from_dict reads it back (README)
         again = Branch.model_validate(branch.model_dump())
         assert repr(again.messages[message.id].model_dump()) == repr(before)
+        assert repr(Message.from_dict(python).model_dump()) == repr(before)
 
 
 @pytest.mark.parametrize(
