@@ -25,6 +25,22 @@ def test_readme_python_examples_run() -> None:
         exec(compile(block, "README.md", "exec"), {})
 
 
+def test_the_public_names_paragraph_names_every_exported_name_and_each_exists() -> None:
+    import lionmsg
+    from lionmsg import MessageManager
+
+    paragraph = README.split("**Public names**", 1)[1].split("\n\n", 1)[0]
+    named = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_.]*)`", paragraph))
+    assert set(lionmsg.__all__) <= named
+    views = (
+        named
+        - set(lionmsg.__all__)
+        - {"lionmsg", "lionmsg.__all__", "lionmsg.store", "lionmsg.schema", "lion_class", "add_message"}
+    )
+    assert views == {"instructions", "assistant_responses", "actions", "action_requests", "action_responses"}
+    assert all(type(getattr(MessageManager(), view)).__name__ == "Pile" for view in views)
+
+
 def test_quickstart_runs() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "examples" / "quickstart.py")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
