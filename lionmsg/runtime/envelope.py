@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
@@ -215,10 +215,17 @@ class MessageBehaviour(Node, Sendable):
         # A subclass's validators may look at the message itself (its private attributes, its identity, other
         # fields): pydantic's own assignment, on the message, as for any model (not atomic against changes
         # other threads make meanwhile). Pydantic records the name in the fields set: never in a shared one.
+        # It writes the field before an "after" model validator runs: one that refuses leaves it written,
+        # so a refusal puts the fields back.
+        undo = self._undo_point()
         fields_set = self.__pydantic_fields_set__
         if type(fields_set) is SharedFieldsSet and name not in fields_set:
             own_fields_set(self)
-        super().__setattr__(name, value)
+        try:
+            super().__setattr__(name, value)
+        except BaseException:
+            undo()
+            raise
 
     if TYPE_CHECKING:
         # Declared by the generated classes, from schemas/envelope.schema.json.
@@ -361,16 +368,26 @@ class MessageBehaviour(Node, Sendable):
         """A subclass's road for a change of several fields: pydantic's assignment of each, on the message
         (its validators may look at it), undone when one refuses, so a refused change changes no field
         and no fields set. As atomic against other threads as any pydantic model's assignments."""
-        fields, fields_set = dict(self.__dict__), self.__pydantic_fields_set__
-        # A shared set never changes in place (the message takes its own first); its own set does.
-        saved_set = fields_set if type(fields_set) is SharedFieldsSet else set(fields_set)
+        undo = self._undo_point()
         try:
             for name, value in changes.items():
                 setattr(self, name, value)
         except BaseException:
+            undo()
+            raise
+
+    def _undo_point(self) -> Callable[[], None]:
+        """What puts this message's fields and fields set back as they are now (its content object is
+        replaced by a change, never changed in place, so it comes back as it was)."""
+        fields, fields_set = dict(self.__dict__), self.__pydantic_fields_set__
+        # A shared set never changes in place (the message takes its own first); its own set does.
+        saved_set = fields_set if type(fields_set) is SharedFieldsSet else set(fields_set)
+
+        def undo() -> None:
             set_fields_dict(self, fields)
             set_fields_set(self, saved_set)
-            raise
+
+        return undo
 
     def _updated_content(self, content: Any, changes: dict[str, Any]) -> MessageContent:
         if not isinstance(content, MessageContent):

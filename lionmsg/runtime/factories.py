@@ -97,14 +97,17 @@ def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metada
         raise TypeError(f"metadata must be a mapping with string keys, got {metadata!r}")
     kind = _kind(arguments)
     extra_copy = None
+    undo = None
     if metadata:
         existing = arguments.get(kind)  # the message it names is the one updated (and returned)
         _check_extra(existing)
         extra_copy = owned_copy(dict(metadata))  # before any builder revises a message: it may refuse
         if isinstance(existing, Message) and type(existing) not in ENVELOPE_CLASSES:
-            # A subclass's validators may refuse the merged metadata: asked on a copy, before the builder
-            # revises the message in place (the merge comes last, on the message the builder returns).
+            # A subclass's validators may refuse the merged metadata: asked on a copy first, before the
+            # builder revises anything (a request it links, say); a refusal that also depends on what
+            # the builder revised comes with the merge, last, and puts the message back as it was.
             existing.model_copy()._merge_extra(extra_copy)
+            undo = existing._undo_point()
     given = {
         name: value for name, value in arguments.items() if (value is not None if name in _GIVEN_UNLESS_NONE else value)
     }
@@ -121,7 +124,12 @@ def build_message(arguments: dict[str, Any], sender: Any, recipient: Any, metada
         routing["recipient"] = recipient
     message = _BUILDERS[kind](given, routing)
     if extra_copy is not None:  # LionAGI's place for it: merged into metadata["extra"], the caller's values copied
-        message._merge_extra(extra_copy)
+        try:
+            message._merge_extra(extra_copy)
+        except BaseException:
+            if undo is not None:
+                undo()
+            raise
     return message
 
 

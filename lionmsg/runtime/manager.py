@@ -311,6 +311,9 @@ class MessageManager:
             return direct, False
         if arguments.get("system"):  # before the build, which may revise the given System in place
             self._refuse_async_listeners("system", f"{caller}(system=...)")
+            # _install_system reads the current system after the build has revised the given one: an
+            # order whose head the pile does not hold (out of step) must refuse before, here.
+            _ = self.system
         _refuse_revising_out_of_step(pile, arguments)
         pop = arguments.pop
         message = build_message(arguments, pop("sender", None), pop("recipient", None), pop("metadata", None))

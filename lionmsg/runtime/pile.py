@@ -404,7 +404,10 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                 raise KeyError(f"{old_id} is not in the pile")
             if new.id != old_id and new.id.int in self._items:
                 raise ValueError(f"{new.id} is already in the pile")
-            self._progression.replace(old_id, new.id)
+            try:
+                self._progression.replace(old_id, new.id)
+            except ValueError:  # `old` held but left out of the order, or `new` ordered but not held
+                raise self._out_of_step() from None
             del self._items[old_id.int]
             self._items[new.id.int] = new
 
@@ -456,7 +459,10 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                 if default is _MISSING:
                     raise KeyError(f"{ident} is not in the pile")
                 return default
-            self._progression.remove(ident)
+            try:
+                self._progression.remove(ident)
+            except ValueError:  # held, but left out of the order behind the pile's back
+                raise self._out_of_step() from None
             return self._items.pop(ident.int)
 
     def clear(self) -> None:
