@@ -58,6 +58,18 @@ def test_sync_path_rejects_async_callbacks_before_anything_happens(async_like: A
     assert called == []
 
 
+def test_an_async_callback_after_one_that_cannot_be_called_is_still_the_runtime_error() -> None:
+    """ADR D4: "if any snapshot member is a coroutine function ... a RuntimeError" (review ay F5)."""
+    manager = MessageManager()
+    manager.on_message_added.extend([42, async_callback])  # the live list, changed after construction
+    with pytest.raises(RuntimeError, match=r"cannot fire from the sync add_message path"):
+        manager.add_message(instruction="x")
+    manager.on_message_added = [42]
+    with pytest.raises(TypeError, match=r"^on_message_added callback 42 is not callable$"):
+        manager.add_message(instruction="x")
+    assert len(manager) == 0
+
+
 def test_preflight_comes_before_argument_errors() -> None:
     manager = MessageManager(on_message_added=[async_callback])
     with pytest.raises(RuntimeError, match="a_add_message"):
@@ -219,6 +231,54 @@ def test_base_exceptions_are_collected_too() -> None:
     assert not isinstance(raised.value, ExceptionGroup)
     assert raised.value.message == "on_message_added hooks failed"
     assert len(alone) == len(mixed) == 1
+
+
+def test_base_exceptions_are_collected_on_the_async_path_too() -> None:
+    """Review ay F4: the later observers still run, then one BaseExceptionGroup; the message stays."""
+    ran: list[Message] = []
+
+    async def interrupted(message: Message) -> None:
+        raise KeyboardInterrupt
+
+    manager = MessageManager(on_message_added=[interrupted, ran.append, _failing(KeyError("k"))])
+    with pytest.raises(BaseExceptionGroup) as raised:
+        run(manager.a_add_message(instruction="x"))
+    assert not isinstance(raised.value, ExceptionGroup)
+    assert raised.value.message == "on_message_added hooks failed"
+    assert [type(error) for error in raised.value.exceptions] == [KeyboardInterrupt, KeyError]
+    assert (len(ran), len(manager)) == (1, 1)
+
+
+def test_the_async_path_takes_its_observers_after_the_commit_and_the_sync_path_before_it() -> None:
+    """ADR D4's two orders (review ay F1): a_add_message snapshots the observers once the pile's lock is
+    released, so one added while the call waited for the lock runs for its message; add_message
+    snapshots them before it builds, so one a history listener adds during the commit waits."""
+    manager = MessageManager()
+    seen: list[str] = []
+
+    async def scenario() -> None:
+        async with manager.messages:  # the add waits for the lock
+            adding = asyncio.ensure_future(manager.a_add_message(instruction="waited"))
+            await asyncio.sleep(0)
+            manager.on_message_added.append(lambda message: seen.append(message.content.instruction))
+        await adding
+
+    run(scenario())
+    assert seen == ["waited"]
+
+    for path in ("sync", "async"):
+        manager, late = MessageManager(), []
+        manager.on_message_added.append(lambda message: None)
+
+        def listener(event: Any, manager: MessageManager = manager, late: list[str] = late) -> None:
+            manager.on_message_added.append(lambda message: late.append(type(message).__name__))
+
+        manager.on_history_changed.append(listener)
+        if path == "sync":
+            manager.add_message(system="S")
+        else:
+            run(manager.a_add_message(system="S"))
+        assert late == ([] if path == "sync" else ["System"]), path
 
 
 def test_async_failures_follow_the_same_rules() -> None:

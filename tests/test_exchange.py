@@ -821,6 +821,40 @@ def test_a_failed_inbox_write_is_contained_recorded_and_not_counted() -> None:
     assert len(exchange.dropped) == 2
 
 
+class _Halt(BaseException):
+    """An interrupt (a KeyboardInterrupt, say) raised inside an inbox write."""
+
+
+def test_an_interrupt_during_delivery_leaves_each_message_in_one_inbox_or_the_drop_record() -> None:
+    """Review ay F7: the collect had taken the whole outbox; an interrupt at one inbox lost every message
+    not yet filed. What was filed stays, the rest (the interrupted one included) is recorded as dropped."""
+    exchange = Exchange()
+    a, b, c, d = owners(exchange, 4)
+    broken = exchange.get(b)
+    assert broken is not None
+    first = exchange.send(a, c, "first")
+    failed = exchange.send(a, c, "fails before the interrupt")  # recorded once, with its own error
+    second = exchange.send(a, b, "second")
+    everyone = exchange.send(a, None, "everyone")
+    gone = exchange.send(a, d, "to one who left")
+
+    def poison(message: Message) -> Exception | None:
+        return OSError("disk full") if message.id == failed.id else None
+
+    with failing_deliveries(broken, _Halt(), poison), pytest.raises(_Halt):  # type: ignore[arg-type]
+        run(exchange.collect(a))
+    assert list(exchange.get(a).outbox) == []  # type: ignore[union-attr]
+    assert [m.id for m in exchange.receive(c)] == [first.id]
+    assert exchange.receive(b) == exchange.receive(d) == []
+    detail = "_Halt during delivery"
+    assert sorted((x.message_id, x.recipient, x.reason, x.detail) for x in exchange.dropped) == sorted(
+        [(str(failed.id), str(c), DROP_DELIVERY_ERROR, "OSError: disk full")]
+        + [(str(second.id), str(b), DROP_DELIVERY_ERROR, detail)]
+        + [(str(everyone.id), str(owner), DROP_DELIVERY_ERROR, detail) for owner in (b, c, d)]
+        + [(str(gone.id), str(d), DROP_DELIVERY_ERROR, detail)]
+    )
+
+
 def test_a_sender_leaving_with_mail_in_its_outbox_is_recorded() -> None:
     exchange = Exchange()
     a, b = owners(exchange, 2)
@@ -1140,20 +1174,63 @@ def test_collect_all_skips_owners_removed_before_their_turn() -> None:
     a, b, c = owners(exchange, 3)
     exchange.send(b, c, "b's mail")
     exchange.send(c, a, "c's mail")
-    original = Exchange.collect
+    original = Exchange._collect
 
-    async def collect_then_remove(self: Exchange, owner_id: Any) -> int:
+    async def collect_then_remove(self: Exchange, owner_id: Any) -> int | None:
         count = await original(self, owner_id)
         if owner_id == a:
             self.unregister(b)  # b is gone before its turn
         return count
 
-    Exchange.collect = collect_then_remove  # type: ignore[method-assign]
+    Exchange._collect = collect_then_remove  # type: ignore[method-assign]
     try:
         assert run(exchange.collect_all()) == 1
     finally:
-        Exchange.collect = original  # type: ignore[method-assign]
+        Exchange._collect = original  # type: ignore[method-assign]
     assert [m.content for m in exchange.receive(a)] == ["c's mail"]
+
+
+def test_collect_all_does_not_visit_an_owner_registered_during_its_walk() -> None:
+    """ADR D5: collect_all visits a snapshot of the registered owners (review ay F2)."""
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    late = uuid4()
+    original = Exchange._collect
+
+    async def collect_then_register(self: Exchange, owner_id: Any) -> int | None:
+        count = await original(self, owner_id)
+        if owner_id == a:
+            self.register(late)
+            self.send(late, b, "from one who came late")
+        return count
+
+    Exchange._collect = collect_then_register  # type: ignore[method-assign]
+    try:
+        assert run(exchange.collect_all()) == 0
+    finally:
+        Exchange._collect = original  # type: ignore[method-assign]
+    assert exchange.receive(b) == []
+    assert len(exchange.get(late).outbox) == 1  # type: ignore[union-attr]  # collected on the next walk
+    assert run(exchange.collect_all()) == 1
+
+
+def test_collect_all_skips_an_owner_another_thread_unregisters_at_its_turn_and_collects_the_rest() -> None:
+    """Review ay F3: collect_all checked the owner, then collect() looked it up again and raised when
+    another thread had unregistered it in between; the remaining owners were not collected."""
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+    exchange.send(c, a, "c's mail")
+
+    class Racing(dict):  # the Exchange's owner table: b leaves as collect_all reaches it
+        def get(self, key: Any, default: Any = None) -> Any:
+            if key == b.int and b.int in self:
+                exchange.unregister(b)
+            return super().get(key, default)
+
+    exchange._flows = Racing(exchange._flows)  # type: ignore[assignment]
+    assert run(exchange.collect_all()) == 1
+    assert [m.content for m in exchange.receive(a)] == ["c's mail"]
+    assert exchange.get(b) is None
 
 
 # -- records (design.md §6.13) --------------------------------------------------------------------

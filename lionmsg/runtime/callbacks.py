@@ -77,13 +77,15 @@ def is_async_callback(callback: Any) -> bool:
 
 def sync_preflight(callbacks: Sequence[MessageCallback]) -> None:
     """The sync path refuses async callbacks, and anything that cannot be called, before anything is
-    built or inserted."""
+    built or inserted. An async one anywhere in the list is the ADR's RuntimeError, as in LionAGI, even
+    after something that cannot be called (which is then the TypeError)."""
     for callback in callbacks:
         if is_async_callback(callback):
             raise RuntimeError(
                 f"Async on_message_added callback {callback!r} cannot fire from the sync add_message path. "
                 "Use a_add_message from an async context instead."
             )
+    for callback in callbacks:
         if not callable(callback):
             raise _not_callable("on_message_added", callback)
 

@@ -264,11 +264,18 @@ class Exchange(CopiedUnderLock, Element):
         then holds all the mail; two concurrent collects never route one message twice; and a collect
         cancelled (or closed) at its yield has taken nothing. The owner is looked up again after the
         yield: one that left meanwhile had its queued mail recorded as dropped, and collects nothing."""
-        flows = self._flows  # the same table throughout; each target is looked up as it is written
         owner = owner_id if type(owner_id) is UUID else self._known(owner_id)  # the usual UUID: no call
-        sending = None if owner is None else flows.get(owner.int)
-        if owner is None or sending is None:
+        collected = None if owner is None else await self._collect(owner)
+        if collected is None:
             raise ValueError(f"Owner {owner_id} not registered")
+        return collected
+
+    async def _collect(self, owner: UUID) -> int | None:
+        """`collect` of a registered owner; None, having done nothing, when the owner is not registered."""
+        flows = self._flows  # the same table throughout; each target is looked up as it is written
+        sending = flows.get(owner.int)
+        if sending is None:
+            return None
         if not sending._storage.outbox._slot_of:  # nothing queued: no yield (OrderedIds.__len__ is a call)
             return 0
         await asyncio.sleep(0)  # one yield per collect, not per delivery: that cost dominated collection
@@ -308,30 +315,54 @@ class Exchange(CopiedUnderLock, Element):
         inbox = inbox_name(sender)
         now = time.time()
         delivered = 0
+        dropped: list[tuple[UUID, Message]] = []  # the routes recorded as drops so far (rare)
+        try:
+            for routes in routed:
+                reached = False
+                for target, message in routes:
+                    flow = flows.get(target.int)
+                    if flow is None:
+                        self._drop(message, target, DROP_UNREGISTERED)
+                        dropped.append((target, message))
+                        continue
+                    try:
+                        flow._storage.receive(message, inbox, now)
+                    except Exception as error:  # best-effort fan-out: the failure goes to the drop record
+                        self._drop(message, target, DROP_DELIVERY_ERROR, f"{type(error).__name__}: {error}")
+                        dropped.append((target, message))
+                        continue
+                    reached = True
+                delivered += reached  # outbox ids are distinct: each message counts at most once
+        except BaseException as error:  # an interrupt midway: the mail taken from the outbox is not lost
+            self._drop_undelivered(routed, dropped, f"{type(error).__name__} during delivery")
+            raise
+        return delivered
+
+    def _drop_undelivered(
+        self, routed: list[list[tuple[UUID, Message]]], dropped: list[tuple[UUID, Message]], detail: str
+    ) -> None:
+        """Record as dropped every route of a delivery cut short that neither reached its inbox nor was
+        recorded already, so that each message is still in exactly one inbox or the drop record."""
+        flows = self._flows
+        recorded = {(id(target), id(message)) for target, message in dropped}
         for routes in routed:
-            reached = False
             for target, message in routes:
                 flow = flows.get(target.int)
-                if flow is None:
-                    self._drop(message, target, DROP_UNREGISTERED)
-                    continue
-                try:
-                    flow._storage.receive(message, inbox, now)
-                except Exception as error:  # best-effort fan-out: the failure goes to the drop record
-                    self._drop(message, target, DROP_DELIVERY_ERROR, f"{type(error).__name__}: {error}")
-                    continue
-                reached = True
-            delivered += reached  # outbox ids are distinct: each message counts at most once
-        return delivered
+                if flow is not None and flow._storage.stored.get(message.id.int) is message:
+                    continue  # delivered
+                if (id(target), id(message)) not in recorded:
+                    self._drop(message, target, DROP_DELIVERY_ERROR, detail)
 
     async def collect_all(self) -> int:
         """Collect for a snapshot of the owners, one after another, skipping those gone before their turn."""
         total = 0
-        flows = self._flows
-        collect = self.collect
+        collect = self._collect
         for owner in list(self._owners.values()):
-            if owner.int in flows:
-                total += await collect(owner)
+            # One look-up, in _collect: a check here and another in collect() would let another thread
+            # unregister the owner in between, and collect() raise for an owner collect_all skips.
+            collected = await collect(owner)
+            if collected is not None:
+                total += collected
         return total
 
     async def sync(self) -> int:
