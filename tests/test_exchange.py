@@ -1169,48 +1169,44 @@ def test_collect_all_visits_every_owner_and_sync_is_its_alias() -> None:
     assert run(exchange.sync()) == 1
 
 
-def test_collect_all_skips_owners_removed_before_their_turn() -> None:
+def _after_collecting(monkeypatch: pytest.MonkeyPatch, owner: UUID, then: Callable[[Exchange], None]) -> None:
+    """Make collect_all run `then(exchange)` right after it collected for `owner`."""
+    original = Exchange._collect
+
+    async def collect_then(self: Exchange, owner_id: UUID) -> int | None:
+        count = await original(self, owner_id)
+        if owner_id == owner:
+            then(self)
+        return count
+
+    monkeypatch.setattr(Exchange, "_collect", collect_then)
+
+
+def test_collect_all_skips_owners_removed_before_their_turn(monkeypatch: pytest.MonkeyPatch) -> None:
     exchange = Exchange()
     a, b, c = owners(exchange, 3)
     exchange.send(b, c, "b's mail")
     exchange.send(c, a, "c's mail")
-    original = Exchange._collect
-
-    async def collect_then_remove(self: Exchange, owner_id: Any) -> int | None:
-        count = await original(self, owner_id)
-        if owner_id == a:
-            self.unregister(b)  # b is gone before its turn
-        return count
-
-    Exchange._collect = collect_then_remove  # type: ignore[method-assign]
-    try:
-        assert run(exchange.collect_all()) == 1
-    finally:
-        Exchange._collect = original  # type: ignore[method-assign]
+    _after_collecting(monkeypatch, a, lambda x: x.unregister(b))  # b is gone before its turn
+    assert run(exchange.collect_all()) == 1
     assert [m.content for m in exchange.receive(a)] == ["c's mail"]
 
 
-def test_collect_all_does_not_visit_an_owner_registered_during_its_walk() -> None:
+def test_collect_all_does_not_visit_an_owner_registered_during_its_walk(monkeypatch: pytest.MonkeyPatch) -> None:
     """ADR D5: collect_all visits a snapshot of the registered owners (review ay F2)."""
     exchange = Exchange()
     a, b = owners(exchange, 2)
     late = uuid4()
-    original = Exchange._collect
 
-    async def collect_then_register(self: Exchange, owner_id: Any) -> int | None:
-        count = await original(self, owner_id)
-        if owner_id == a:
-            self.register(late)
-            self.send(late, b, "from one who came late")
-        return count
+    def register_and_send(x: Exchange) -> None:
+        x.register(late)
+        x.send(late, b, "from one who came late")
 
-    Exchange._collect = collect_then_register  # type: ignore[method-assign]
-    try:
-        assert run(exchange.collect_all()) == 0
-    finally:
-        Exchange._collect = original  # type: ignore[method-assign]
+    _after_collecting(monkeypatch, a, register_and_send)
+    assert run(exchange.collect_all()) == 0
     assert exchange.receive(b) == []
     assert len(exchange.get(late).outbox) == 1  # type: ignore[union-attr]  # collected on the next walk
+    monkeypatch.undo()
     assert run(exchange.collect_all()) == 1
 
 
