@@ -543,6 +543,29 @@ def test_a_different_object_with_the_same_id_replaces_in_place() -> None:
     assert manager.progression.index(twin) == 0
 
 
+def test_a_revised_copy_of_a_stored_instruction_takes_its_place_and_the_stored_one_is_untouched() -> None:
+    manager = MessageManager()
+    original = manager.add_message(instruction="one")
+    manager.add_message(instruction="two")
+    twin = Message.from_dict(original.to_dict())
+    assert manager.add_message(instruction=twin, guidance="revised") is twin
+    assert manager.messages[original.id] is twin
+    assert manager.progression.index(twin) == 0
+    assert len(manager) == 2
+    assert twin.content.guidance == "revised"
+    assert original.content.guidance is None
+
+
+def test_a_new_instruction_given_with_a_revision_is_revised_and_added_at_the_end() -> None:
+    manager = MessageManager()
+    manager.add_message(instruction="one")
+    fresh = Instruction(content={"instruction": "two"})
+    assert manager.add_message(instruction=fresh, guidance="more") is fresh
+    assert manager.messages[fresh.id] is fresh
+    assert manager.progression.index(fresh) == 1
+    assert fresh.content.guidance == "more"
+
+
 def test_a_clone_is_a_new_message() -> None:
     manager = MessageManager()
     original = manager.add_message(instruction="one")

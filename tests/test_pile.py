@@ -1038,6 +1038,37 @@ def test_a_pile_whose_lock_was_used_still_copies_and_pickles_with_a_lock_of_its_
     asyncio.run(main())
 
 
+@pytest.mark.parametrize(
+    "copy_of",
+    [copy.deepcopy, lambda pile: pickle.loads(pickle.dumps(pile)), lambda pile: pile.model_copy(deep=True)],
+    ids=["deepcopy", "pickle", "model_copy-deep"],
+)
+def test_a_copy_changes_its_own_order_and_the_original_keeps_its_own(copy_of: Callable[[Any], Any]) -> None:
+    first, second = Node(content="a"), Node(content="b")
+    pile: Pile[Node] = Pile(collections=[first, second], item_type=Node)
+    twin = copy_of(pile)
+    added = Node(content="c")
+    twin.append(added)  # through the pile: its progression must see it
+    twin.pop(first.id)
+    assert list(twin.progression) == [second.id, added.id]
+    assert list(twin.keys()) == [second.id, added.id]
+    assert twin.progression.index(added.id) == 1
+    assert list(pile.progression) == [first.id, second.id]
+    assert list(pile.keys()) == [first.id, second.id]
+    pile.include(Node(content="d"))
+    assert len(pile.progression) == 3
+    assert len(twin.progression) == 2
+
+
+def test_a_shallow_copy_shares_the_storage_and_the_order_of_its_original() -> None:
+    pile: Pile[Node] = Pile(collections=[Node(content="a")], item_type=Node)
+    twin = copy.copy(pile)
+    added = Node(content="b")
+    twin.append(added)
+    assert pile.progression.index(added.id) == 1
+    assert added.id in pile
+
+
 def test_contending_tasks_are_serialized() -> None:
     pile: Pile[Node] = Pile(item_type=Node)
     events: list[str] = []

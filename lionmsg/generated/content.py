@@ -305,8 +305,10 @@ class ActionResponseContent(ActionResponseBehaviour):
             return None
         content = object.__new__(ActionResponseContent)
         content.function = changes.get("function", self.function)
-        content.arguments = dict(self.arguments)
-        content.output = changes.get("output", shallow_copy(self.output))
+        content.arguments = dict(self.arguments) if self.arguments else {}
+        content.output = changes.get(
+            "output", self.output if type(self.output) in JSON_SCALARS else shallow_copy(self.output)
+        )
         content.action_request_id = changes.get("action_request_id", self.action_request_id)
         content.error = changes.get("error", self.error)
         content._derive()
@@ -748,11 +750,13 @@ class InstructionContent(InstructionBehaviour):
         content = object.__new__(InstructionContent)
         content.instruction = changes.get("instruction", self.instruction)
         content.guidance = changes.get("guidance", self.guidance)
-        content.prompt_context = list(self.prompt_context)
+        content.prompt_context = list(self.prompt_context) if self.prompt_context else []
         content.plain_content = changes.get("plain_content", self.plain_content)
-        content.tool_schemas = list(self.tool_schemas)
-        content.response_format = shallow_copy(self.response_format)
-        content.images = list(self.images)
+        content.tool_schemas = list(self.tool_schemas) if self.tool_schemas else []
+        content.response_format = (
+            self.response_format if type(self.response_format) in JSON_SCALARS else shallow_copy(self.response_format)
+        )
+        content.images = list(self.images) if self.images else []
         content.image_detail = self.image_detail
         content.structure = self.structure
         content._structure_instance = None

@@ -90,7 +90,7 @@ class _Storage:
     ) -> None:
         self.pile = pile
         self.stored = pile._items
-        self.order = pile._progression._ids
+        self.order = pile._order
         self.message_classes: set[type] = set()
         self.lock = pile._lock
         self.outbox = outbox

@@ -30,7 +30,13 @@ from lionmsg.runtime.callbacks import (
     sync_preflight,
 )
 from lionmsg.runtime.element import part_of_record, record_error
-from lionmsg.runtime.factories import AddMessageArguments, build_common, build_message, create_action_response
+from lionmsg.runtime.factories import (
+    AddMessageArguments,
+    build_common,
+    build_message,
+    create_action_response,
+    revise_instruction,
+)
 from lionmsg.runtime.ids import parse_canonical_uuid
 from lionmsg.runtime.pile import Pile, changes_made
 from lionmsg.runtime.progression import Progression
@@ -142,7 +148,7 @@ class MessageManager:
         (ids removed through `progression`) names no first message: None, as for an empty history."""
         messages = self.messages
         with messages._lock:  # another thread may empty the history between the test and the look-up
-            if not messages._progression._ids:
+            if not messages._order:
                 return None
             first = messages[0]
         return first if isinstance(first, System) else None
@@ -227,22 +233,31 @@ class MessageManager:
         if not arguments.keys() <= _ADD_ARGUMENTS:
             _reject_arguments("add_message", arguments)
         observers = self.on_message_added
-        if not observers:  # observers added meanwhile (by anyone) wait for the next message
-            if type(observers) is not list and observers is not None:  # None is none, as at construction;
-                check_observer_list(observers)  # {} or 0 put there is no list of observers, empty or not
-            message, listeners_failed = self._commit(arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
-            if listeners_failed is not None:
-                raise listeners_failed
-            return message
-        # A snapshot: observers added meanwhile, even by an observer, wait for the next message.
-        check_observer_list(observers)
-        callbacks: Sequence[MessageCallback] = tuple(observers)
-        sync_preflight(callbacks)
-        message, listeners_failed = self._commit(arguments)  # type: ignore[arg-type]
+        callbacks: Sequence[MessageCallback] = ()
+        if observers:
+            # A snapshot: observers added meanwhile, even by an observer, wait for the next message.
+            check_observer_list(observers)
+            callbacks = tuple(observers)
+            sync_preflight(callbacks)
+        elif type(observers) is not list and observers is not None:  # None is none, as at construction;
+            check_observer_list(observers)  # {} or 0 put there is no list of observers, empty or not
+        pile = self.messages
+        lock = pile._lock  # not the property, and not `with`: together half the cost, on every add
+        lock.acquire()
         try:
-            run_sync_callbacks(callbacks, message)
-        except BaseException as observers_failed:  # the sync path cannot be cancelled: every one is a failure
-            raise_hook_failures(listeners_failed, observers_failed, "add_message")
+            message, system = self._change(pile, arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
+            if self._latest_change_began is not None:
+                self._note_change_ended()
+        finally:
+            lock.release()
+        # What the history listeners raised for a system message (they run after the lock is released);
+        # raised after the observers ran.
+        listeners_failed = self._system_listeners_failed() if system else None
+        if callbacks:
+            try:
+                run_sync_callbacks(callbacks, message)
+            except BaseException as observers_failed:  # the sync path cannot be cancelled: every one is a failure
+                raise_hook_failures(listeners_failed, observers_failed, "add_message")
         if listeners_failed is not None:
             raise listeners_failed
         return message
@@ -276,21 +291,6 @@ class MessageManager:
         await run_async_callbacks(list(self.on_message_added or ()), message, listeners_failed, "a_add_message")
         return message
 
-    def _commit(self, arguments: dict[str, Any]) -> tuple[Message, BaseException | None]:
-        """`_change` under the pile's thread lock; with the message, what the history listeners raised
-        when it is a system message (they run after the lock is released; the caller raises it after
-        the observers ran), else None."""
-        pile = self.messages
-        lock = pile._lock  # not the property, and not `with`: together half the cost, on every add
-        lock.acquire()
-        try:
-            message, system = self._change(pile, arguments)
-            if self._latest_change_began is not None:
-                self._note_change_ended()
-        finally:
-            lock.release()
-        return message, self._system_listeners_failed() if system else None
-
     def _change(
         self, pile: Pile[Message], arguments: dict[str, Any], caller: str = "add_message"
     ) -> tuple[Message, bool]:
@@ -300,15 +300,22 @@ class MessageManager:
         if self._latest_change_began is not None:
             self._latest_change_began = changes_made(pile)
         given = arguments.get("instruction")
-        if type(given) is Instruction:  # the one message the direct roads revise in place
-            _refuse_out_of_step(pile, given)
-        direct = build_common(arguments)  # the usual calls: no kind to resolve (never a system message)
-        if direct is not None:
-            kept_as_given = direct is arguments.get("assistant_response") or direct is arguments.get("action_request")
-            if kept_as_given:
-                _refuse_out_of_step(pile, direct)  # a reply or tool call given alone: kept as it is, not revised
-            pile._update_holding_lock(direct)  # a revised instruction keeps its index
-            return direct, False
+        if type(given) is Instruction:  # the one message the direct roads revise in place (add-or-replace)
+            stored = _holds_in_step(pile, given)  # before the revision: refused, it must change nothing
+            revised = revise_instruction(arguments)  # what build_common does for it
+            if revised is not None:
+                if not stored:  # a new message, or a copy of the stored one: added, or put at its index
+                    pile._update_holding_lock(revised)
+                return revised, False
+        else:
+            direct = build_common(arguments)  # the usual calls: no kind to resolve (never a system message)
+            if direct is not None:
+                given_alone = arguments.get("assistant_response"), arguments.get("action_request")
+                kept_as_given = direct is given_alone[0] or direct is given_alone[1]
+                if kept_as_given:
+                    _holds_in_step(pile, direct)  # a reply or tool call given alone: kept as it is, not revised
+                pile._update_holding_lock(direct)
+                return direct, False
         if arguments.get("system"):  # before the build, which may revise the given System in place
             self._refuse_async_listeners("system", f"{caller}(system=...)")
             # _install_system reads the current system after the build has revised the given one: an
@@ -501,15 +508,19 @@ def _refuse_revising_out_of_step(pile: Pile[Message], arguments: Mapping[str, An
         # None and text, the usual values, first: pydantic's isinstance for a model class is a Python-level
         # call that raises and catches an AttributeError for them (~2.5k instructions each).
         if given is not None and type(given) is not str and isinstance(given, Message):
-            _refuse_out_of_step(pile, given)
+            _holds_in_step(pile, given)
 
 
-def _refuse_out_of_step(pile: Pile[Message], message: Message) -> None:
-    # Either way out of step: ordered but not held (adding it would fail midway), or held but left out
-    # of the order (a replacement would have no index, and the observers that place it none to read).
+def _holds_in_step(pile: Pile[Message], message: Message) -> bool:
+    """Whether the pile holds this very message (so storing it again would change nothing); the pile's
+    out-of-step ValueError when the message's id is ordered but not held (adding it would fail midway),
+    or held but left out of the order (a replacement would have no index, and the observers that place
+    it none to read)."""
     key = message.id.int
-    if (key in pile._items) is not (key in pile._progression._ids._slot_of):
+    stored = pile._items.get(key)
+    if (stored is None) is (key in pile._order._slot_of):
         raise pile._out_of_step()
+    return stored is message
 
 
 def _refuse_unknown_keys(data: Mapping[str, Any]) -> None:

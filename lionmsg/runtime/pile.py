@@ -27,6 +27,8 @@ from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from lionmsg.runtime.progression import OrderedIds
+
 __all__ = ["Pile", "changes_made", "out_of_step"]
 
 T = TypeVar("T", bound=Element)
@@ -56,6 +58,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         _admitted: dict[type, bool]
         _locks: _LoopLocks
         _lock: ThreadLock  # the progression's: see thread_lock
+        _order: OrderedIds  # the progression's ids: one attribute load where `_progression._ids` is two
 
     def __init__(
         self,
@@ -115,7 +118,12 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                 object.__setattr__(self, "_progression", given)
         else:
             self._progression.include(order)
+        # Attribute loads on a pydantic model go through its __getattr__ hook, which keeps CPython from
+        # specialising them (~400 instructions each): the progression's parts read on every change are
+        # kept here too. The pile's progression is never replaced, and copies (shallow or deep, pickled)
+        # keep them shared as the originals share them.
         object.__setattr__(self, "_lock", self._progression._lock)
+        object.__setattr__(self, "_order", self._progression._ids)
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -160,7 +168,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         items = self._items
         with self._lock:
             try:
-                return [items[ident.int] for ident in self._progression._ids]
+                return [items[ident.int] for ident in self._order]
             except KeyError:
                 raise self._out_of_step() from None
 
@@ -168,7 +176,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         items = self._items
         with self._lock:
             try:
-                return [(ident, items[ident.int]) for ident in self._progression._ids]
+                return [(ident, items[ident.int]) for ident in self._order]
             except KeyError:
                 raise self._out_of_step() from None
 
@@ -211,7 +219,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                 return found
         if isinstance(key, slice):
             with self._lock:
-                chosen = [self._held(ident) for ident in self._progression._ids[key]]
+                chosen = [self._held(ident) for ident in self._order[key]]
             return self._like(chosen)
         if _is_position(key):  # the progression reads an `__index__` object (a numpy int) as its int
             with self._lock:
@@ -322,7 +330,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                 if held is not None:
                     self._items[key] = items
                     return held is not items
-                order = self._progression._ids
+                order = self._order
                 if key in order._slot_of:  # ordered behind the pile's back: it would be there twice
                     raise self._out_of_step()
                 # Straight into the order's storage, no call.
@@ -348,7 +356,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
     def _refuse_ordered_strangers(self, new: list[T]) -> None:
         """The pile's out-of-step ValueError, before anything changes, when an item to add carries an id
         its order already names (put there behind the pile's back): appending it would fail midway."""
-        slot_of, held = self._progression._ids._slot_of, self._items
+        slot_of, held = self._order._slot_of, self._items
         if any(item.id.int not in held and item.id.int in slot_of for item in new):
             raise self._out_of_step()
 
@@ -368,7 +376,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
             ident = items.id
             if ident.int not in self._items:
                 try:
-                    self._progression._ids.append(ident)  # straight to the storage: one call, not two
+                    self._order.append(ident)  # straight to the storage: one call, not two
                 except ValueError:  # ordered already, behind the pile's back: say so, as include() does
                     raise self._out_of_step() from None
             self._items[ident.int] = items
@@ -428,7 +436,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                     taken.append(item)
                     removed.append(ident)
             if removed:
-                self._progression._ids.exclude(removed)
+                self._order.exclude(removed)
         return taken
 
     def pop(self, ref: Any, default: Any = _MISSING) -> T | Any:
@@ -526,7 +534,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: Any) -> dict[str, Any]:
         with self._lock:  # the items and their order as of one moment
-            if len(self._progression._ids) != len(self._items):  # a record would leave a held item out
+            if len(self._order) != len(self._items):  # a record would leave a held item out
                 raise self._out_of_step()
             record: dict[str, Any] = handler(self)
             handled = set(record)  # the keys pydantic made (its options applied), before the parts
@@ -538,7 +546,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
 
     def _unchecked_record(self, mode: str) -> dict[str, Any]:
         with self._lock:  # the record and its parts' records as of one moment
-            if len(self._progression._ids) != len(self._items):  # refused before pydantic would wrap it
+            if len(self._order) != len(self._items):  # refused before pydantic would wrap it
                 raise self._out_of_step()
             return super()._unchecked_record(mode)
 
@@ -684,7 +692,7 @@ def out_of_step(pile: Pile[Any]) -> tuple[UUID, str] | None:
     why. The progression is shared (as LionAGI's), so code may add or remove ids through it that the
     pile's own methods would not; iteration and the record writers then refuse (ValueError) rather than
     fail on a missing item or leave a held one out."""
-    items, ids = pile._items, pile._progression._ids
+    items, ids = pile._items, pile._order
     with pile._lock:
         unheld = next((ident for ident in ids if ident.int not in items), None)
         if unheld is not None:
@@ -706,7 +714,7 @@ def changes_made(pile: Pile[Any]) -> tuple[int, int]:
     count of changes other than appends, which only grows, and the length, which appends grow). An
     item replaced under its own id is not a change here: like content edited in place, it changes what
     a message says, not which messages there are."""
-    ids = pile._progression._ids
+    ids = pile._order
     return ids._changes, len(ids._slot_of)
 
 
