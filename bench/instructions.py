@@ -14,6 +14,14 @@ further repetition and once with `--reps` more; the difference divided by the op
 repetitions is the cost of one operation, preparation and start-up cancelled out. A workload with two
 metrics (the Exchange ones: send, then collect) is counted as a whole: per operation of its first
 metric. Needs valgrind on PATH; runs about 50x slower than natively.
+
+With `--misses` cachegrind also simulates the data caches and the count adds the L1 and last-level
+data misses per operation: what the instruction count cannot see, and what makes an operation at
+N=100,000 dearer than at N=1,000 (each last-level miss waits on memory, ~100 ns). The simulated last
+level is 32 MiB (`--last-level`, in bytes), the host's L3 as `lscpu` reports it: this VM's CPUID
+reports 256 MiB, which valgrind would take, and which holds a 100,000-message history whole.
+
+    .venv/bin/python -m bench.instructions lionmsg replace 100000 --misses
 """
 
 from __future__ import annotations
@@ -26,14 +34,26 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from typing import cast
+from typing import NamedTuple, cast
 
 from bench import spec
 from bench.harness import WorkloadFn
 
-__all__ = ["count_instructions", "instructions_per_op", "parse_total"]
+__all__ = ["Counts", "count_events", "instructions_per_op", "parse_counts", "parse_total"]
 
+# The host's L3 (lscpu): what a simulated last level holds by default (see the module's docstring).
+LAST_LEVEL_BYTES = 32 * 1024 * 1024
 _TOTAL = re.compile(r"I\s+refs:\s+([\d,]+)")
+_L1_DATA_MISSES = re.compile(r"D1\s+misses:\s+([\d,]+)")
+_LAST_LEVEL_DATA_MISSES = re.compile(r"LLd\s+misses:\s+([\d,]+)")
+
+
+class Counts(NamedTuple):
+    """What cachegrind counted in one run: instructions and, when it simulated the caches, data misses."""
+
+    instructions: int
+    l1_data_misses: int | None = None
+    last_level_data_misses: int | None = None
 
 
 def parse_total(report: str) -> int:
@@ -44,19 +64,35 @@ def parse_total(report: str) -> int:
     return int(found.group(1).replace(",", ""))
 
 
+def parse_counts(report: str, misses: bool) -> Counts:
+    """The instruction total and, with `misses`, the data-miss totals (reads and writes) of the summary."""
+    if not misses:
+        return Counts(parse_total(report))
+    l1, last_level = _L1_DATA_MISSES.search(report), _LAST_LEVEL_DATA_MISSES.search(report)
+    if l1 is None or last_level is None:
+        raise ValueError("no data-miss totals ('D1 misses', 'LLd misses') in valgrind's output")
+    return Counts(parse_total(report), _number(l1), _number(last_level))
+
+
+def _number(found: re.Match[str]) -> int:
+    return int(found.group(1).replace(",", ""))
+
+
 def instructions_per_op(without: int, with_reps: int, reps: int, ops: int) -> float:
-    """What one operation costs: the extra instructions of `reps` repetitions of `ops` operations each."""
+    """What one operation costs: the extra instructions (or misses) of `reps` repetitions of `ops` operations each."""
     if reps <= 0 or ops <= 0:
         raise ValueError("reps and ops must be positive")
     return (with_reps - without) / (reps * ops)
 
 
-def count_instructions(python: str, system: str, workload: str, n: int, reps: int) -> int:
-    """Instructions of one child run under cachegrind: preparation, a warm-up and `reps` repetitions."""
+def count_events(python: str, system: str, workload: str, n: int, reps: int, last_level: int | None = None) -> Counts:
+    """What one child run under cachegrind executes (preparation, a warm-up and `reps` repetitions):
+    instructions, and with a simulated last-level cache of `last_level` bytes the data misses too."""
+    simulation = ["--cache-sim=no"] if last_level is None else ["--cache-sim=yes", f"--LL={last_level},16,64"]
     command = [
         "valgrind",
         "--tool=cachegrind",
-        "--cache-sim=no",
+        *simulation,
         "--cachegrind-out-file=/dev/null",
         python,
         "-m",
@@ -70,7 +106,7 @@ def count_instructions(python: str, system: str, workload: str, n: int, reps: in
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the counted run failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return parse_total(done.stderr)
+    return parse_counts(done.stderr, misses=last_level is not None)
 
 
 def _child(system: str, workload: str, n: int, reps: int) -> None:
@@ -91,6 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("n", type=int)
     parser.add_argument("reps", type=int, nargs="?", default=2, help="repetitions counted (default 2)")
     parser.add_argument("--python", default=sys.executable, help="the system's interpreter (LionAGI: .venv-bench)")
+    parser.add_argument("--misses", action="store_true", help="also simulate the data caches: misses per operation")
+    parser.add_argument(
+        "--last-level", type=int, default=LAST_LEVEL_BYTES, help="the simulated last-level cache in bytes (32 MiB)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -103,11 +143,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if metric.unit != "s":
         print(f"{args.workload} measures {metric.unit}, not operations", file=sys.stderr)
         return 2
-    without = count_instructions(args.python, args.system, args.workload, args.n, 0)
-    with_reps = count_instructions(args.python, args.system, args.workload, args.n, args.reps)
-    per_op = instructions_per_op(without, with_reps, args.reps, metric.ops(args.n))
-    print(f"{args.system} {args.workload} N={args.n}: {per_op:,.0f} instructions per operation ({metric.label})")
+    last_level = args.last_level if args.misses else None
+    without = count_events(args.python, args.system, args.workload, args.n, 0, last_level)
+    with_reps = count_events(args.python, args.system, args.workload, args.n, args.reps, last_level)
+    print(describe(args.system, args.workload, args.n, without, with_reps, args.reps))
     return 0
+
+
+def describe(system: str, workload: str, n: int, without: Counts, with_reps: Counts, reps: int) -> str:
+    """The report line: each counted event per operation of the workload's first metric."""
+    metric = spec.WORKLOADS_BY_NAME[workload].metrics[0]
+    ops = metric.ops(n)
+
+    def per_op(field: int) -> float:
+        return instructions_per_op(cast(int, without[field]), cast(int, with_reps[field]), reps, ops)
+
+    counted = f"{per_op(0):,.0f} instructions"
+    if with_reps.last_level_data_misses is not None:
+        counted += f", {per_op(1):,.1f} L1 and {per_op(2):,.1f} last-level data misses"
+    return f"{system} {workload} N={n}: {counted} per operation ({metric.label})"
 
 
 if __name__ == "__main__":

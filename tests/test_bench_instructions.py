@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from bench import instructions
@@ -53,3 +55,76 @@ def test_a_memory_workload_has_no_operations_to_count(
     monkeypatch.setattr(instructions.shutil, "which", lambda name: "/usr/bin/valgrind")
     assert instructions.main(["lionmsg", "memory", "50"]) == 2  # refused before anything runs
     assert "memory measures bytes, not operations" in capsys.readouterr().err
+
+
+SIMULATED_SUMMARY = """\
+==29551== I   refs:      1,439,186,110
+==29551== I1  misses:        4,365,076
+==29551== LLi misses:           12,345
+==29551== I1  miss rate:          0.30%
+==29551== LLi miss rate:          0.00%
+==29551==
+==29551== D   refs:        560,123,456  (400,000,000 rd   + 160,123,456 wr)
+==29551== D1  misses:        3,693,543  (  3,356,057 rd   +     337,486 wr)
+==29551== LLd misses:          534,442  (    516,974 rd   +      17,468 wr)
+"""
+
+
+def test_the_miss_totals_are_read_with_the_instructions_when_the_caches_were_simulated() -> None:
+    assert instructions.parse_counts(SIMULATED_SUMMARY, misses=True) == instructions.Counts(
+        1_439_186_110, 3_693_543, 534_442
+    )
+    assert instructions.parse_counts(SIMULATED_SUMMARY, misses=False) == instructions.Counts(1_439_186_110)
+
+
+def test_a_summary_without_miss_totals_is_an_error_when_they_were_asked_for() -> None:
+    with pytest.raises(ValueError, match="no data-miss totals"):
+        instructions.parse_counts(CACHEGRIND_SUMMARY, misses=True)
+
+
+def test_misses_are_counted_under_a_simulated_last_level_of_the_hosts_size(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commands: list[list[str]] = []
+    summaries = iter(
+        [
+            # Without repetitions, then with 2 of 1,000 operations: 28,500 instructions, 3.3 L1 and
+            # 0.5 last-level data misses more per operation.
+            "I   refs: 400,000,000\nD1  misses: 100,000 (1 rd + 2 wr)\nLLd misses: 9,000 (1 rd + 2 wr)",
+            "I   refs: 457,000,000\nD1  misses: 106,600 (1 rd + 2 wr)\nLLd misses: 10,000 (1 rd + 2 wr)",
+        ]
+    )
+
+    def run(command: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0, "", next(summaries))
+
+    monkeypatch.setattr(instructions.shutil, "which", lambda name: "/usr/bin/valgrind")
+    monkeypatch.setattr(instructions.subprocess, "run", run)
+    assert instructions.main(["lionmsg", "replace", "1000", "--misses"]) == 0
+    assert capsys.readouterr().out == (
+        "lionmsg replace N=1000: 28,500 instructions, 3.3 L1 and 0.5 last-level data misses per operation "
+        "(add-or-replace at a random index)\n"
+    )
+    for command in commands:
+        assert command[:4] == ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--LL=33554432,16,64"]
+    assert [command[-1] for command in commands] == ["0", "2"]
+
+
+def test_without_misses_the_caches_are_not_simulated(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commands: list[list[str]] = []
+    totals = iter(["I   refs: 400,000,000", "I   refs: 457,000,000"])
+
+    def run(command: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0, "", next(totals))
+
+    monkeypatch.setattr(instructions.shutil, "which", lambda name: "/usr/bin/valgrind")
+    monkeypatch.setattr(instructions.subprocess, "run", run)
+    assert instructions.main(["lionmsg", "replace", "1000"]) == 0
+    assert capsys.readouterr().out == (
+        "lionmsg replace N=1000: 28,500 instructions per operation (add-or-replace at a random index)\n"
+    )
+    assert all(command[2] == "--cache-sim=no" for command in commands)
