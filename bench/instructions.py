@@ -19,7 +19,12 @@ With `--misses` cachegrind also simulates the data caches and the count adds the
 data misses per operation: what the instruction count cannot see, and what makes an operation at
 N=100,000 dearer than at N=1,000 (each last-level miss waits on memory, ~100 ns). The simulated last
 level is 32 MiB (`--last-level`, in bytes), the host's L3 as `lscpu` reports it: this VM's CPUID
-reports 256 MiB, which valgrind would take, and which holds a 100,000-message history whole.
+reports 256 MiB, which valgrind would take, and which holds a 100,000-message history whole. The counted
+child runs without the cyclic collector there (a pass in one counted run and not the other moved the
+difference by tens of misses per operation), so the misses leave its passes out: none in add-or-replace's
+timed repetitions (`bench.profiling replace 100000 --gc`), a fifth or more of some workloads at 100,000
+(the build and round-trip rows; see README: growth with N). A child run also skips the interpreter's
+teardown (`os._exit`): freeing the workload's history at exit is in neither count.
 
     .venv/bin/python -m bench.instructions lionmsg replace 100000 --misses
 """
@@ -136,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--python", default=sys.executable, help="the system's interpreter (LionAGI: .venv-bench)")
     parser.add_argument("--misses", action="store_true", help="also simulate the data caches: misses per operation")
     parser.add_argument(
-        "--last-level", type=int, default=LAST_LEVEL_BYTES, help="the simulated last-level cache in bytes (32 MiB)"
+        "--last-level", type=int, default=None, help="with --misses: the simulated last level in bytes (32 MiB)"
     )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -150,7 +155,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if metric.unit != "s":
         print(f"{args.workload} measures {metric.unit}, not operations", file=sys.stderr)
         return 2
-    last_level = args.last_level if args.misses else None
+    if args.last_level is not None and not args.misses:
+        parser.error("--last-level needs --misses")
+    last_level = (LAST_LEVEL_BYTES if args.last_level is None else args.last_level) if args.misses else None
     # Misses: both runs make one repetition after the warm-up and only those after it count (the first
     # one's misses differ from the later ones').
     base = 1 if args.misses else 0

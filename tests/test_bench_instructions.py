@@ -3,11 +3,22 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
+from collections.abc import Iterator
 
 import pytest
 
 from bench import instructions
+
+
+@pytest.fixture(autouse=True)
+def _unfreeze_after() -> Iterator[None]:
+    # The child freezes what its preparation made (gc.freeze), as valgrind's run does: undone here, so
+    # the objects stay collectable for the rest of the test session.
+    yield
+    gc.unfreeze()
+
 
 CACHEGRIND_SUMMARY = """\
 ==29551== Cachegrind, a cache and branch-prediction profiler
@@ -140,3 +151,9 @@ def test_the_child_counting_misses_runs_without_the_collector(monkeypatch: pytes
     assert disabled == []
     assert instructions.main(["--child", "lionmsg", "replace", "50", "1", "--misses"]) == 0
     assert disabled == [True]
+
+
+def test_a_last_level_size_without_misses_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        instructions.main(["lionmsg", "replace", "1000", "--last-level", "1048576"])
+    assert "--last-level needs --misses" in capsys.readouterr().err

@@ -543,12 +543,16 @@ def test_a_different_object_with_the_same_id_replaces_in_place() -> None:
     assert manager.progression.index(twin) == 0
 
 
-def test_a_revised_copy_of_a_stored_instruction_takes_its_place_and_the_stored_one_is_untouched() -> None:
+@pytest.mark.parametrize("path", ["sync", "async"])
+def test_a_revised_copy_of_a_stored_instruction_takes_its_place_and_the_stored_one_is_untouched(path: str) -> None:
     manager = MessageManager()
     original = manager.add_message(instruction="one")
     manager.add_message(instruction="two")
     twin = Message.from_dict(original.to_dict())
-    assert manager.add_message(instruction=twin, guidance="revised") is twin
+    if path == "sync":
+        assert manager.add_message(instruction=twin, guidance="revised") is twin
+    else:
+        assert asyncio.run(manager.a_add_message(instruction=twin, guidance="revised")) is twin
     assert manager.messages[original.id] is twin
     assert manager.progression.index(twin) == 0
     assert len(manager) == 2

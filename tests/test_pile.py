@@ -1040,8 +1040,13 @@ def test_a_pile_whose_lock_was_used_still_copies_and_pickles_with_a_lock_of_its_
 
 @pytest.mark.parametrize(
     "copy_of",
-    [copy.deepcopy, lambda pile: pickle.loads(pickle.dumps(pile)), lambda pile: pile.model_copy(deep=True)],
-    ids=["deepcopy", "pickle", "model_copy-deep"],
+    [
+        copy.deepcopy,
+        lambda pile: pickle.loads(pickle.dumps(pile)),
+        lambda pile: pile.model_copy(deep=True),
+        lambda pile: Pile.from_dict(pile.to_dict()),
+    ],
+    ids=["deepcopy", "pickle", "model_copy-deep", "from_dict"],
 )
 def test_a_copy_changes_its_own_order_and_the_original_keeps_its_own(copy_of: Callable[[Any], Any]) -> None:
     first, second = Node(content="a"), Node(content="b")
@@ -1060,9 +1065,22 @@ def test_a_copy_changes_its_own_order_and_the_original_keeps_its_own(copy_of: Ca
     assert len(twin.progression) == 2
 
 
-def test_a_shallow_copy_shares_the_storage_and_the_order_of_its_original() -> None:
+def test_a_pile_pickled_before_it_kept_its_order_beside_it_unpickles_with_it() -> None:
+    first = Node(content="a")
+    pile: Pile[Node] = Pile(collections=[first], item_type=Node)
+    state = pile.__getstate__()
+    older = {**state, "__dict__": {k: v for k, v in state["__dict__"].items() if k != "_order"}}
+    loaded: Pile[Node] = Pile.__new__(Pile)
+    loaded.__setstate__(older)
+    added = Node(content="b")
+    loaded.append(added)
+    assert list(loaded.progression) == [first.id, added.id]
+
+
+@pytest.mark.parametrize("copy_of", [copy.copy, lambda pile: pile.model_copy()], ids=["copy", "model_copy"])
+def test_a_shallow_copy_shares_the_storage_and_the_order_of_its_original(copy_of: Callable[[Any], Any]) -> None:
     pile: Pile[Node] = Pile(collections=[Node(content="a")], item_type=Node)
-    twin = copy.copy(pile)
+    twin = copy_of(pile)
     added = Node(content="b")
     twin.append(added)
     assert pile.progression.index(added.id) == 1

@@ -304,7 +304,9 @@ class MessageManager:
             stored = _holds_in_step(pile, given)  # before the revision: refused, it must change nothing
             revised = revise_instruction(arguments)  # what build_common does for it
             if revised is not None:
-                if not stored:  # a new message, or a copy of the stored one: added, or put at its index
+                # A new message, or a copy of the stored one: added, or put at its index (revise_instruction
+                # revises the given message in place, so `revised is given` whenever it held already).
+                if not stored or revised is not given:
                     pile._update_holding_lock(revised)
                 return revised, False
         else:

@@ -125,6 +125,11 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         object.__setattr__(self, "_lock", self._progression._lock)
         object.__setattr__(self, "_order", self._progression._ids)
 
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        super().__setstate__(state)
+        if "_order" not in self.__dict__:  # pickled before piles kept their progression's ids beside it
+            object.__setattr__(self, "_order", self._progression._ids)
+
     # -- reading -----------------------------------------------------------------------------------
 
     @property
