@@ -47,7 +47,7 @@ def test_pile_takes_lionagis_positional_arguments_and_progression_index_its_keyw
     a, b = Instruction(), Instruction()
     pile: Pile[Any] = Pile([a, b], {Instruction}, [b.id, a.id], True)
     assert (pile.strict_type, pile.keys()) == (True, [b.id, a.id])
-    with pytest.raises(TypeError, match=r"^this pile accepts Instruction; got Message$"):
+    with pytest.raises(TypeError, match=r"^this pile accepts exactly Instruction \(strict_type\); got Message$"):
         Pile([Message()], {Instruction}, None, True)
     assert pile.progression.index(item=a.id) == 1
     assert pile.progression.index(item=b.id, start=0, end=1) == 0

@@ -332,6 +332,14 @@ def test_pop_by_position() -> None:
         p.pop()
 
 
+@pytest.mark.parametrize("position", [slice(0, 1), "0", 1.0, True])
+def test_pop_of_no_integer_position_is_a_type_error_that_changes_nothing(position: Any) -> None:
+    p = Progression(ids(1, 2, 3))
+    with pytest.raises(TypeError, match=rf"^progression positions are integers, got {type(position).__name__}$"):
+        p.pop(position)
+    assert_matches(p, ids(1, 2, 3))
+
+
 def test_popleft() -> None:
     p = Progression(ids(1, 2, 3))
     assert p.popleft() == uid(1)

@@ -40,6 +40,7 @@ from lionmsg.store import (
     BranchTakenOverError,
     CorruptRecordError,
     CorruptStoreError,
+    SnapshotError,
     SQLiteStore,
     StoreError,
     UnknownBranchError,
@@ -1357,6 +1358,50 @@ def test_watch_history_refuses_a_listener_it_could_not_call_before_anything_chan
     manager.set_system(system())  # no listener left behind to fail after the change
     manager.clear_messages()
     assert len(manager) == 1
+
+
+@pytest.mark.parametrize("listeners", [(), None])
+def test_watch_history_of_a_manager_whose_listeners_are_no_list_is_a_type_error(listeners: Any) -> None:
+    manager = MessageManager()
+    manager.on_history_changed = listeners
+    expected = rf"^the manager's on_history_changed must be a list, got {type(listeners).__name__}$"
+    with pytest.raises(TypeError, match=expected):  # as attach refuses it, not an AttributeError
+        watch_history(manager, lambda event: None)
+    assert manager.on_history_changed is listeners
+
+
+def test_a_store_path_given_as_bytes_is_a_type_error_that_says_so(path: Path) -> None:
+    with pytest.raises(TypeError, match=r"^a store path must be a str or an os\.PathLike of str, got bytes$"):
+        SQLiteStore(bytes(path))
+    assert not path.exists()
+
+
+STORE_ERRORS = [
+    UnknownBranchError("b", "histories.db"),
+    CorruptRecordError("histories.db", "b", str(uuid4()), 3, "not JSON"),
+    UnwritableRecordError("histories.db", "b", str(uuid4()), "a NaN"),
+    BranchTakenOverError("histories.db", "b"),
+    BranchHeldError("histories.db", "b"),
+    SnapshotError("snap.json", "not a lionmsg snapshot"),
+    CorruptStoreError("the file is damaged"),
+    StoreError("store 'histories.db' is closed"),
+]
+
+
+@pytest.mark.parametrize("error", STORE_ERRORS, ids=lambda error: type(error).__name__)
+@pytest.mark.parametrize("how", ["pickle", "copy", "deepcopy"])
+def test_a_store_error_pickles_and_copies_as_itself(error: StoreError, how: str) -> None:
+    # Raised in a worker process, it reaches the caller as itself (it once broke the process pool).
+    error.add_note("a note")
+    again = {
+        "pickle": lambda: pickle.loads(pickle.dumps(error)),
+        "copy": lambda: copy.copy(error),
+        "deepcopy": lambda: copy.deepcopy(error),
+    }[how]()
+    assert type(again) is type(error)
+    assert str(again) == str(error)
+    assert again.args == error.args
+    assert vars(again) == vars(error)  # path, branch_id, message_id, position, reason, the note
 
 
 def test_each_unwatch_stops_its_own_watch_once() -> None:

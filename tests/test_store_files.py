@@ -9,6 +9,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,32 @@ PAGE = 4096  # SQLite's default page size, which every store here has
 @pytest.fixture
 def path(tmp_path: Path) -> Path:
     return tmp_path / "histories.db"
+
+
+@contextmanager
+def a_writer_attaching_after(
+    monkeypatch: pytest.MonkeyPatch, module: Any, name: str, path: Path, history: MessageManager, branch_id: str
+) -> Iterator[None]:
+    """`module.name` replaced by a function that calls it, then, the first time only (a read that finds
+    the file changed opens it again), has a writer open `path` and attach `history`: a writer arriving
+    at that very moment. The writer is closed at the end."""
+    original = getattr(module, name)
+    writers: list[SQLiteStore] = []
+
+    def then_a_writer_attaches(*arguments: Any) -> Any:
+        result = original(*arguments)
+        if not writers:
+            writers.append(SQLiteStore(path))
+            writers[0].attach(history, branch_id)
+        return result
+
+    monkeypatch.setattr(module, name, then_a_writer_attaches)
+    try:
+        yield
+    finally:
+        for writer in writers:
+            writer.close()
+    assert len(writers) == 1
 
 
 def loaded(path: Path, branch_id: str = "b") -> MessageManager:
@@ -342,6 +369,20 @@ def test_a_read_only_store_read_as_immutable_sees_what_a_writer_commits_later(pa
         assert_same_history(reader.load("b"), manager)
 
 
+def test_a_writer_that_opens_the_file_as_a_reader_opens_it_is_read(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The writer comes between the reader's check (no -wal: immutable) and its open: a stamp taken after
+    # the check held the writer's -wal, and the reader never saw its commits while it ran (review bb F2).
+    manager = stored(path)
+    execute(path, "PRAGMA journal_mode = WAL")
+    later = MessageManager(system=System(content={"system_message": "later"}))
+    arrives = a_writer_attaching_after(monkeypatch, sqlite_store, "check_before_read_only_open", path, later, "c")
+    with arrives, SQLiteStore(path, read_only=True) as reader:
+        assert reader.branches() == ["b", "c"]
+        later.add_message(instruction="after the reader opened")
+        assert_same_history(reader.load("c"), later)
+        assert_same_history(reader.load("b"), manager)
+
+
 def test_a_read_only_store_whose_file_was_replaced_by_no_store_raises_and_stays_open(path: Path) -> None:
     manager = stored(path)
     execute(path, "PRAGMA journal_mode = WAL")
@@ -379,24 +420,9 @@ def test_a_read_only_open_sees_a_store_a_writer_creates_while_the_file_is_checke
     # that appeared decides, as SQLite's read-only open reads it.
     execute(path, "PRAGMA journal_mode = WAL")
     manager = MessageManager(system=System(content={"system_message": "s"}))
-    writers: list[SQLiteStore] = []
-    has_commits_beside = store_schema._has_commits_beside
-
-    def writer_creates_the_store_meanwhile(wal: str) -> bool:
-        found = has_commits_beside(wal)
-        if not writers:
-            writers.append(SQLiteStore(path))
-            writers[0].attach(manager, "b")
-        return found
-
-    monkeypatch.setattr(store_schema, "_has_commits_beside", writer_creates_the_store_meanwhile)
-    try:
-        with SQLiteStore(path, read_only=True) as reader:
-            assert_same_history(reader.load("b"), manager)
-    finally:
-        for writer in writers:
-            writer.close()
-    assert len(writers) == 1
+    arrives = a_writer_attaching_after(monkeypatch, store_schema, "_has_commits_beside", path, manager, "b")
+    with arrives, SQLiteStore(path, read_only=True) as reader:
+        assert_same_history(reader.load("b"), manager)
 
 
 def test_while_a_writer_is_open_the_store_is_in_wal_mode(path: Path) -> None:

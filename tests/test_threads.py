@@ -601,6 +601,26 @@ def test_a_store_write_waits_for_the_history_lock_without_holding_the_stores(tmp
         assert [m.rendered for m in store.load("main")] == [m.rendered for m in manager]
 
 
+def test_an_add_that_waited_for_the_history_while_a_store_attached_it_is_written(tmp_path: Path) -> None:
+    # The add's observers are taken once it holds the history: it runs the store's observer, or the
+    # attach wrote the history with its message (they were taken before it waited, and the store never
+    # heard of the message: review bb F1).
+    path = tmp_path / "store.db"
+    manager = history()
+    with SQLiteStore(path) as store:
+        with manager.messages.thread_lock:
+            adding = threading.Thread(target=lambda: manager.add_message(instruction="added while attaching"))
+            adding.start()
+            adding.join(GRACE)
+            store.attach(manager, "main")
+        adding.join(GUARD)
+        assert not adding.is_alive()
+        assert len(manager) == 5
+        assert [m.rendered for m in store.load("main")] == [m.rendered for m in manager]
+    with SQLiteStore(path) as again:
+        assert [m.rendered for m in again.load("main")] == [m.rendered for m in manager]
+
+
 # What another thread does to a message while this one assigns its recipient, and what must then hold.
 CONCURRENT_CHANGES: dict[str, tuple[Callable[[Instruction], Any], Callable[[Instruction], bool]]] = {
     "assignment": (lambda m: setattr(m, "channel", "ops"), lambda m: m.channel == "ops"),

@@ -232,19 +232,21 @@ class MessageManager:
         given" for every one of them."""
         if not arguments.keys() <= _ADD_ARGUMENTS:
             _reject_arguments("add_message", arguments)
-        observers = self.on_message_added
-        callbacks: Sequence[MessageCallback] = ()
-        if observers:
-            # A snapshot: observers added meanwhile, even by an observer, wait for the next message.
-            check_observer_list(observers)
-            callbacks = tuple(observers)
-            sync_preflight(callbacks)
-        elif type(observers) is not list and observers is not None:  # None is none, as at construction;
-            check_observer_list(observers)  # {} or 0 put there is no list of observers, empty or not
         pile = self.messages
         lock = pile._lock  # not the property, and not `with`: together half the cost, on every add
         lock.acquire()
         try:
+            # A snapshot, before the build (ADR D4): observers added meanwhile, even by an observer, wait
+            # for the next message. Taken under the lock, so an observer hooked in under it (a store's
+            # attach, which writes the history as it is) either runs for this message or sees it written.
+            observers = self.on_message_added
+            callbacks: Sequence[MessageCallback] = ()
+            if observers:
+                check_observer_list(observers)
+                callbacks = tuple(observers)
+                sync_preflight(callbacks)
+            elif type(observers) is not list and observers is not None:  # None is none, as at construction;
+                check_observer_list(observers)  # {} or 0 put there is no list of observers, empty or not
             message, system = self._change(pile, arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
             if self._latest_change_began is not None:
                 self._note_change_ended()

@@ -458,7 +458,8 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                     if default is _MISSING:
                         raise
                     return default
-                self.take(found.keys() if isinstance(found, Pile) else [found.id])
+                # Told apart by the reference, not by what it found: an item may be a pile itself.
+                self.take(found.keys() if isinstance(ref, slice) else [found.id])
             return found
         _refuse_several(ref, "pop")
         try:
@@ -493,6 +494,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         `pop(index)` removes by position."""
         if _is_position(ref) or isinstance(ref, bool):
             raise TypeError("Pile.remove takes an item or an id, not a position")
+        _refuse_several(ref, "remove", "an item, an id or its text")
         self.pop(ref)
 
     def is_empty(self) -> bool:
@@ -640,8 +642,14 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
             if admitted is None:
                 admitted = self._admitted[kind] = self._admits(kind)
             if not admitted:
-                accepted = "elements" if self._item_type is None else ", ".join(t.__name__ for t in self._item_type)
-                raise TypeError(f"this pile accepts {accepted}; got {kind.__name__}")
+                raise TypeError(f"this pile accepts {self._accepted()}; got {kind.__name__}")
+
+    def _accepted(self) -> str:
+        """What the pile accepts, in words (as a record's refusal names it, for a strict pile)."""
+        if self._item_type is None:
+            return "elements"
+        names = ", ".join(sorted(kind.__name__ for kind in self._item_type))
+        return f"exactly {names} (strict_type)" if self.strict_type else names
 
     def _admits(self, kind: type) -> bool:
         if not issubclass(kind, Element):
@@ -666,10 +674,18 @@ def _load_item(base: type[Element] | tuple[type[Element], ...], record: Any) -> 
     names its class; the loader hands over to the named class's)."""
     if not isinstance(record, Mapping):
         raise TypeError(f"a pile item record must be a mapping, got {type(record).__name__}")
-    candidates = base if isinstance(base, tuple) else (base,)
+    # In the order of their names, which the pile's record lists: a set's order would change what a
+    # wrong name's error names between processes.
+    candidates = sorted(base, key=lambda kind: kind.__name__) if isinstance(base, tuple) else [base]
     metadata = record.get("metadata")
     named = metadata.get("lion_class") if isinstance(metadata, Mapping) else None
-    chosen = candidates[0]  # with no class name, or a wrong one: its loader raises the ValidationError
+    names_no_class = "metadata" not in record or (isinstance(metadata, Mapping) and "lion_class" not in metadata)
+    if names_no_class and len(candidates) > 1:  # (a malformed name is its loader's error, as below)
+        # Any of them could claim it, and loading it as the wrong one would silently change what it is.
+        names = ", ".join(kind.__name__ for kind in candidates)
+        message = f"a record in a pile of several item types ({names}) must name its class in metadata.lion_class"
+        raise record_error(Pile, ("metadata", "lion_class"), message, named)
+    chosen = candidates[0]  # the one class; or, for a name none of them knows, the one whose loader refuses it
     if isinstance(named, str):
         chosen = next((candidate for candidate in candidates if element_class(candidate, named) is not None), chosen)
     return library_loader(chosen)(record)
@@ -723,14 +739,13 @@ def changes_made(pile: Pile[Any]) -> tuple[int, int]:
     return ids._changes, len(ids._slot_of)
 
 
-def _refuse_several(ref: Any, method: str) -> None:
+def _refuse_several(ref: Any, method: str, one: str = "an id, its text, an element, a position or a slice") -> None:
     """A TypeError for a list (tuple, set) of references given where one is taken: LionAGI's `get` and `pop`
     take several and return a list, so its default, returned here for a reference that names no item,
     would hide that the call did something else."""
     if isinstance(ref, (list, tuple, set, frozenset)):
         raise TypeError(
-            f"Pile.{method} takes one reference (an id, its text, an element, a position or a slice), "
-            f"got a {type(ref).__name__}: for several, call it for each"
+            f"Pile.{method} takes one reference ({one}), got a {type(ref).__name__}: for several, call it for each"
         )
 
 

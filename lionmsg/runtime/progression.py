@@ -259,8 +259,9 @@ class OrderedIds:
             raise ValueError(f"{to_uuid(ref)} is not in the progression")
 
     def pop(self, index: int = -1) -> UUID:
-        """Remove and return the id at `index` (the last by default)."""
-        ident = self[index]
+        """Remove and return the id at `index` (the last by default); a slice is refused as any other
+        position that is no integer (`del p[a:b]` removes a range)."""
+        ident = self[_position(index)]
         self.exclude([ident])
         return ident
 

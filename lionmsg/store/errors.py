@@ -8,6 +8,8 @@ keeps working.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "BranchHeldError",
     "BranchTakenOverError",
@@ -23,9 +25,21 @@ __all__ = [
 class StoreError(Exception):
     """Base class of the errors raised by `lionmsg.store` (also: a closed store, an unreadable file)."""
 
+    # The constructor's arguments, by attribute name: what a pickled or copied error is rebuilt from
+    # (Exception's own rebuild passes the message alone), so one raised in a worker process reaches
+    # its caller as itself.
+    _arguments: tuple[str, ...] = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if not self._arguments:
+            return super().__reduce__()  # type: ignore[return-value]
+        return type(self), tuple(getattr(self, name) for name in self._arguments), dict(self.__dict__)
+
 
 class UnknownBranchError(StoreError, KeyError):
     """`load` of a branch id the store does not hold."""
+
+    _arguments = ("branch_id", "path")
 
     def __init__(self, branch_id: str, path: str) -> None:
         super().__init__(f"unknown branch {branch_id!r} in store {path!r}")
@@ -46,6 +60,8 @@ class CorruptStoreError(StoreError, ValueError):
 class CorruptRecordError(CorruptStoreError):
     """One stored message row that cannot be loaded (not JSON, not a valid record, or out of place)."""
 
+    _arguments = ("path", "branch_id", "message_id", "position", "reason")
+
     def __init__(self, path: str, branch_id: str, message_id: str, position: int, reason: str) -> None:
         super().__init__(
             f"store {path!r}, branch {branch_id!r}: the record of message {message_id} (position {position}) "
@@ -63,6 +79,8 @@ class UnwritableRecordError(StoreError, ValueError):
     are not UTF-8, ...): the write was rolled back. The branch is rewritten whole by its next write,
     which fails the same way until that message is replaced or gone from the history."""
 
+    _arguments = ("path", "branch_id", "message_id", "reason")
+
     def __init__(self, path: str, branch_id: str, message_id: str, reason: str) -> None:
         super().__init__(f"store {path!r}, branch {branch_id!r}: cannot write message {message_id}: {reason}")
         self.path = path
@@ -76,6 +94,7 @@ class _BranchWriterError(StoreError):
     file and the branch, and says why."""
 
     reason = ""
+    _arguments = ("path", "branch_id")
 
     def __init__(self, path: str, branch_id: str) -> None:
         super().__init__(f"store {path!r}, branch {branch_id!r}: {self.reason}")
@@ -112,6 +131,8 @@ class BranchHeldError(_BranchWriterError):
 class SnapshotError(StoreError, ValueError):
     """A snapshot file that cannot be loaded (not JSON, not a lionmsg snapshot, the wrong kind, invalid
     data); `path` names the file. A missing file is the usual `FileNotFoundError`."""
+
+    _arguments = ("path", "reason")
 
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"snapshot {path!r}: {reason}")

@@ -25,7 +25,10 @@ def watch_history(manager: MessageManager, listener: HistoryListener) -> Callabl
         raise TypeError(f"a history listener must be callable, got {type(listener).__name__}")
     if is_async_callback(listener):
         raise TypeError("a history listener must be a plain function: set_system and clear_messages do not await")
-    manager.on_history_changed.append(listener)
+    listeners = manager.on_history_changed
+    if not isinstance(listeners, list):  # a tuple or None: the manager calls them, but nothing can join them
+        raise TypeError(f"the manager's on_history_changed must be a list, got {type(listeners).__name__}")
+    listeners.append(listener)
     watching = True
 
     def unwatch() -> None:

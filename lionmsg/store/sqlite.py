@@ -204,7 +204,10 @@ class SQLiteStore:
         if timeout > sys.float_info.max:  # an int no float holds: as long as SQLite can wait, as infinity
             timeout = math.inf
         self._timeout = timeout
-        self.path = os.fspath(path)
+        named = os.fspath(path)
+        if not isinstance(named, str):  # bytes: SQLite and the messages here speak text
+            raise TypeError(f"a store path must be a str or an os.PathLike of str, got {type(named).__name__}")
+        self.path = named
         if "\0" in self.path:  # SQLite would open the file named by what comes before it
             raise ValueError(f"a store path cannot hold a NUL character, got {self.path!r}")
         self.read_only = read_only
@@ -232,8 +235,12 @@ class SQLiteStore:
         mode that no connection has open (no -wal file) is read as immutable: SQLite's read-only mode
         would create -wal and -shm files beside it (or fail where the folder is not writable) and could
         not remove them. Such a connection sees the file as of its stamp; each read checks it (_read)."""
-        immutable = check_before_read_only_open(self.path)
-        stamp = file_stamp(self.path) if immutable else None
+        # Stamped before the check: a writer that opens the file after it then changes the stamp, and the
+        # next read opens the file again (one that opened it between the check and a later stamp was
+        # stamped in, -wal and all, and its commits never read).
+        stamp = file_stamp(self.path)
+        immutable = check_before_read_only_open(self.path) and stamp is not None and not stamp[3]
+        stamp = stamp if immutable else None
         target = file_uri(self.path, immutable="1") if immutable else file_uri(self.path, mode="ro")
         try:
             connection = sqlite3.connect(
