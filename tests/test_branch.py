@@ -15,6 +15,7 @@ from lionmsg import (
     Branch,
     Exchange,
     Instruction,
+    Message,
     MessageManager,
     MessageRole,
     Pile,
@@ -329,6 +330,42 @@ def test_a_pile_record_with_system_text_is_a_branch_record_and_checked_as_from_d
     held = Branch(messages=list(branch.messages)[1:], system=instruction_id)
     assert held.system is not None
     assert held.system.content.system_message == instruction_id
+
+
+@pytest.mark.parametrize("prompt", ["Be terse.", ""])
+def test_a_serialized_pile_with_a_prompt_is_a_history_and_its_system_message(prompt: str) -> None:
+    # LionAGI's Branch(messages=<pile dict>, system="..."): the text is a prompt, not a record's id
+    # (review bd F2); an empty one adds none, as with a list.
+    question, answer = Instruction(content={"instruction": "q"}), AssistantResponse(content={"assistant_response": "a"})
+    record = Pile([question, answer], item_type={Message}).to_dict()
+    seen: list[Message] = []
+    branch = Branch(messages=record, system=prompt, on_message_added=[seen.append])
+    roles = [message.role.value for message in branch.messages]
+    assert roles == (["system", "user", "assistant"] if prompt else ["user", "assistant"])
+    assert [m.id for m in branch.messages][-2:] == [question.id, answer.id]
+    if prompt:
+        assert branch.system is not None
+        assert branch.system.rendered == prompt
+    branch.msgs.add_message(instruction="next")
+    assert len(seen) == 1
+
+
+def test_a_view_given_with_messages_follows_the_system_message_to_the_front() -> None:
+    # The manager puts the messages' System at index 0; a view naming it elsewhere follows (review bd F1).
+    system, question = System(content={"system_message": "S"}), Instruction(content={"instruction": "q"})
+    for view in (
+        [question.id, system.id],
+        (str(question.id), str(system.id).upper()),
+        Progression(order=[question.id, system.id]),
+    ):
+        branch = Branch(messages=[question, system], metadata={"current_progression": view})
+        assert type(branch.metadata["current_progression"]) is type(view)  # until read as a Progression
+        assert [m.id for m in branch.messages] == [system.id, question.id]
+        assert list(branch.progression) == [system.id, question.id]
+        assert [chat["role"] for chat in branch.msgs.to_chat_msgs(branch.progression)] == ["system", "user"]
+        assert list(Branch.from_dict(branch.to_dict()).progression) == [system.id, question.id]
+    untouched = Branch(messages=[question, system], metadata={"current_progression": [question.id]})
+    assert list(untouched.progression) == [question.id]  # a view that does not name it stays without it
 
 
 def test_the_view_names_only_messages_its_own_history_holds() -> None:

@@ -24,6 +24,7 @@ from lionmsg.runtime.exchange import (
     DROP_UNKNOWN_RECIPIENT,
     DROP_UNREGISTERED,
 )
+from lionmsg.runtime.flow import inbox_name
 from tests.conftest import assert_record_refused
 from tests.mail import failing_deliveries
 from tests.samples import HexSpelledUUID
@@ -85,6 +86,33 @@ def test_owner_ids_are_uuids_and_uuid_strings_are_normalised() -> None:
         exchange.register("owner-str")
     with pytest.raises(ValueError, match="owner ids are UUIDs"):
         exchange.register(5)
+
+
+UUID_SPELLINGS: list[Callable[[UUID], str]] = [
+    lambda u: u.hex,
+    lambda u: f"{{{u.hex}}}",
+    lambda u: f"urn:uuid:{u.hex}",
+    lambda u: f"uuid:{u}",
+    lambda u: "-".join(u.hex[i : i + 2] for i in range(0, 32, 2)),
+]
+
+
+@pytest.mark.parametrize("spelling", UUID_SPELLINGS, ids=["hex", "braced-hex", "urn-hex", "uuid-prefix", "odd-hyphens"])
+def test_a_recipient_in_any_spelling_uuid_reads_is_the_owner_it_names(spelling: Callable[[UUID], str]) -> None:
+    # Sending read only four lengths of text as ids, where register/get/receive read any: the mail to a
+    # braced or URN hex id was dropped as "not an owner" (review bc F2).
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    spelled = spelling(b)
+    assert exchange.has(spelled)
+    assert Message(content="hi", recipient=spelled).recipient == b
+    sent = exchange.send(a, spelled, "hi")
+    assert sent.recipient == b
+    assert run(exchange.collect(a)) == 1
+    assert exchange.receive(b) == [sent]
+    assert exchange.dropped == []
+    long_name = "a name thirty-two characters long"
+    assert Message(content="hi", sender=long_name).sender == long_name  # text no UUID stays a name
 
 
 def test_an_element_stands_for_its_id_wherever_an_owner_is_named() -> None:
@@ -1271,6 +1299,32 @@ def test_a_copied_exchange_delivers_into_its_own_flows(duplicate: Any) -> None:
     assert exchange.receive(b) == []
 
 
+@pytest.mark.parametrize(
+    "duplicate",
+    [copy.deepcopy, lambda exchange: pickle.loads(pickle.dumps(exchange)), lambda x: x.model_copy(deep=True)],
+    ids=["deepcopy", "pickle", "model_copy"],
+)
+def test_a_copy_made_before_an_inbox_was_read_gives_it_the_originals_id(duplicate: Any) -> None:
+    # An inbox opened by a delivery gets its Progression (and id) when first read; a copy made before
+    # that made its own, so the copy's record differed and the original's inbox id named nothing in it
+    # (review bc F3). Flows copied alone too.
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+    exchange.send(a, b, "delivered")
+    run(exchange.collect(a))
+    twin = duplicate(exchange)
+    flow, twin_flow = exchange.get(b), twin.get(b)
+    assert flow is not None
+    assert twin_flow is not None
+    inbox = flow.progressions[inbox_name(a)]
+    assert twin_flow.get_progression(inbox.id).id == inbox.id
+    assert twin.to_dict() == exchange.to_dict()
+    exchange.send(c, b, "from c")  # a new inbox, not read yet, in a flow copied alone
+    run(exchange.collect(c))
+    alone = duplicate(flow)
+    assert alone.to_dict() == flow.to_dict()
+
+
 def test_a_flow_record_must_list_each_item_once() -> None:
     exchange = Exchange()
     a, b = owners(exchange, 2)
@@ -1437,8 +1491,15 @@ def test_a_flow_record_named_other_than_by_a_canonical_owner_id_is_refused(name:
 
 def test_a_flow_given_to_the_constructor_is_named_by_its_owner_id_so_its_record_loads() -> None:
     owner = uuid4()
-    with pytest.raises(ValueError, match=r"^a flow's name is its owner's UUID in canonical 8-4-4-4-12 form$"):
+    canonical_only = rf"^a flow's name is its owner's UUID in canonical 8-4-4-4-12 form, got '{owner.hex}'$"
+    with pytest.raises(ValueError, match=canonical_only):
         Exchange(flows=[Flow(name=owner.hex)])
+    # A name that is no UUID at all, or none, or one flow's owner twice (review bc F4: uuid's own error).
+    for names, shown in ((["alice"], "'alice'"), ([None], "None"), ([str(owner), str(owner).upper()], f"'{owner}'")):
+        expected = rf"^every flow needs a distinct owner UUID as its name, got {shown}$"
+        with pytest.raises(ValueError, match=expected) as caught:
+            Exchange(flows=[Flow(name=name) for name in names])
+        assert caught.type is ValueError
     for name in (str(owner), str(owner).upper()):  # the schema's pattern takes A-F too
         exchange = Exchange(flows=[Flow(name=name)])
         assert Exchange.from_dict(exchange.to_dict()).owner_ids == [owner]

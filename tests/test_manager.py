@@ -13,7 +13,7 @@ import typing
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 from pydantic import ValidationError
@@ -1378,6 +1378,11 @@ def test_a_manager_record_naming_its_system_in_upper_case_loads() -> None:
     no_system = MessageManager(messages=[Instruction()]).to_dict()
     with pytest.raises(ValueError, match=r"^the record names system .*, its messages hold None$"):
         MessageManager.from_dict({**no_system, "system": record["system"]})
+    # A python-mode record may hold the id itself (review bd F3): that very id loads, another is refused.
+    as_uuid = {**record, "system": UUID(record["system"])}
+    assert MessageManager.from_dict(as_uuid).to_dict() == manager.to_dict()
+    with pytest.raises(ValueError, match=r"^the record names system UUID\('.*'\), its messages hold '"):
+        MessageManager.from_dict({**record, "system": uuid4()})
 
 
 def test_a_manager_record_with_an_unknown_key_is_a_validation_error(tmp_path: Any) -> None:

@@ -14,8 +14,10 @@ SenderRecipient: TypeAlias = MessageRole | UUID | str
 """A role, a UUID, or any other name."""
 
 ROLES_BY_VALUE: dict[str, MessageRole] = {role.value: role for role in MessageRole}
-# Lengths of the spellings `uuid.UUID()` parses: bare hex, hyphenated, braced, URN.
-_UUID_TEXT_LENGTHS = frozenset({32, 36, 38, 45})
+# `uuid.UUID()` reads 32 hex digits after taking out every `urn:`, `uuid:`, brace and hyphen: no
+# shorter text can be one (the usual names are, and skip its Python-level parse), and longer text is
+# tried whatever its spelling, as a Progression and an Exchange read an owner's id.
+_SHORTEST_UUID_TEXT = 32
 
 
 class PlainName(str):
@@ -68,7 +70,7 @@ def normalize_address(value: Any) -> SenderRecipient | None:
 
 
 def _uuid_or_none(text: str) -> UUID | None:
-    if len(text) not in _UUID_TEXT_LENGTHS:
+    if len(text) < _SHORTEST_UUID_TEXT:
         return None
     try:
         return UUID(text)

@@ -15,7 +15,7 @@ from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_add
 from lionmsg.runtime.callbacks import MessageCallback
 from lionmsg.runtime.element import Element, chosen_keys, chosen_parts, part_of_record, parts_later, record_error
 from lionmsg.runtime.fastpath import dump_address
-from lionmsg.runtime.ids import uuid_text
+from lionmsg.runtime.ids import parse_canonical_uuid, uuid_text
 from lionmsg.runtime.manager import MessageManager, refuse_misplaced_system, refuse_unhookable
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression, to_uuid
@@ -61,7 +61,7 @@ class Branch(Element):
         **data: Any,
     ) -> None:
         super().__init__(**data)
-        if msgs is None and isinstance(system, str) and _is_pile_record(messages):
+        if msgs is None and _is_branch_record(messages, system, data):
             # A Branch record's form, as model_validate(model_dump()) passes it: `system` is the id of
             # the system message the pile record holds, checked as from_dict checks it.
             msgs = MessageManager.from_dict({"messages": messages, "system": system})
@@ -114,6 +114,23 @@ class Branch(Element):
         left_out = [ident for ident in offered if ident not in manager.messages]
         if left_out:
             self._drop_from_view(left_out)
+        kept = manager.system
+        if offered and kept is not None:
+            self._put_first_in_view(kept.id)  # the manager put it at index 0 (a view naming it follows)
+
+    def _put_first_in_view(self, system_id: UUID) -> None:
+        """Move the system message to the front of a view given with the messages, when the view names
+        it elsewhere; a view that does not name it is left alone (as are a list's or tuple's spellings)."""
+        view = self.metadata.get(CURRENT_PROGRESSION)
+        if isinstance(view, Progression):
+            if system_id in view and view[0] != system_id:
+                view.exclude(system_id)
+                view.insert(0, system_id)
+        elif isinstance(view, (list, tuple)):
+            naming = [ref for ref in view if _as_id(ref) == system_id]
+            if naming and view[0] is not naming[0]:
+                rest = [ref for ref in view if _as_id(ref) != system_id]
+                self.metadata[CURRENT_PROGRESSION] = type(view)([*naming, *rest])
 
     def _drop_from_view(self, left_out: list[UUID]) -> None:
         """Take the messages the new manager left out of a view given with them (nothing else in it
@@ -313,6 +330,15 @@ def _check_recorded_view(cls: type[Branch], metadata: Any) -> None:
         Progression(order=view)
     except (TypeError, ValueError) as error:  # not ids, or an id twice
         raise record_error(cls, loc, f"{CURRENT_PROGRESSION} is no list of distinct ids: {error}", view) from None
+
+
+def _is_branch_record(messages: Any, system: Any, data: Mapping[str, Any]) -> bool:
+    """Whether the constructor's arguments are a Branch record's (a pile record and its system's id):
+    `system` is UUID text, or anything with the record's own `id` beside it. Other text given with a
+    serialized pile is a prompt, as with a list of messages (LionAGI's Branch reads it so)."""
+    if not isinstance(system, str) or not _is_pile_record(messages):
+        return False
+    return parse_canonical_uuid(system) is not None or "id" in data
 
 
 def _is_pile_record(messages: Any) -> bool:

@@ -139,11 +139,14 @@ class Exchange(CopiedUnderLock, Element):
             flow = Flow.from_dict(given) if isinstance(given, Mapping) else given  # a record: model_validate's
             if not isinstance(flow, Flow):
                 raise TypeError(f"an Exchange's flows are Flows or flow records, not {type(flow).__name__}")
-            owner = flow.owner()
+            try:
+                owner = flow.owner()
+            except ValueError:  # a name that is no UUID at all: uuid's own words name neither flow nor rule
+                owner = None
             if owner is None or flow.name is None or owner.int in index:
-                raise ValueError("every flow needs a distinct owner UUID as its name")
+                raise ValueError(f"every flow needs a distinct owner UUID as its name, got {flow.name!r}")
             if flow.name != uuid_text(owner):  # its record must load: records hold the canonical form
-                raise ValueError("a flow's name is its owner's UUID in canonical 8-4-4-4-12 form")
+                raise ValueError(f"a flow's name is its owner's UUID in canonical 8-4-4-4-12 form, got {flow.name!r}")
             index[owner.int], owners[owner.int] = flow, owner
         # A deque's maxlen is a C ssize_t: a larger limit (JSON allows any) is the same as no limit at all.
         records = deque((_drop_entry(item) for item in dropped), maxlen=min(self.drop_limit, sys.maxsize))

@@ -21,6 +21,9 @@ from lionmsg.runtime.progression import OrderedIds, Progression, to_uuid
 from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock
 from lionmsg.runtime.wire import CANONICAL_UUID
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 __all__ = ["OUTBOX", "Flow", "inbox_name"]
 
 OUTBOX = "outbox"
@@ -388,6 +391,18 @@ class Flow(CopiedUnderLock, Element):
             else:  # its one message: the inbox stays open, empty
                 self._inbox_ids[name] = OrderedIds()
             return message
+
+    # An inbox's Progression, and with it its id, is made on first need: a copy made before then would
+    # make its own, with another id, and its record would no longer be the original's. Both are made now.
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        with self._storage.lock:
+            self._wrap_inboxes()
+            return super().__deepcopy__(memo)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        with self._storage.lock:
+            self._wrap_inboxes()
+        return super().__getstate__()
 
     def _wrap_inboxes(self) -> None:
         """Give every inbox still kept as bare ids its Progression, in the order the inboxes opened

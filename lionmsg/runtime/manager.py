@@ -6,6 +6,7 @@ import functools
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, NoReturn, cast
+from uuid import UUID
 
 from pydantic import ValidationError
 from pydantic_core import InitErrorDetails
@@ -482,7 +483,9 @@ class MessageManager:
         manager = part_of_record(cls, ("messages",), functools.partial(cls, messages=messages))
         system_id = data.get("system")
         system = manager.system
-        named = system_id is None if system is None else parse_canonical_uuid(system_id) == system.id
+        # A UUID itself is a python-mode record's spelling (model_dump); text is the schema's.
+        named_id = system_id if type(system_id) is UUID else parse_canonical_uuid(system_id)
+        named = system_id is None if system is None else named_id == system.id
         if not named:  # compared as UUIDs: the record may spell the id in upper case
             expected = None if system is None else str(system.id)
             raise ValueError(f"the record names system {system_id!r}, its messages hold {expected!r}")
