@@ -42,7 +42,7 @@ from lionmsg.runtime.content.base import MessageContent, copy_value, refuse_iter
 from lionmsg.runtime.element import Element, chosen_parts, part_of_record, parts_later, record_error
 from lionmsg.runtime.fastpath import assemble, message_copies
 from lionmsg.runtime.fieldsets import SharedFieldsSet, set_fields_set
-from lionmsg.runtime.flow import Flow, inbox_name
+from lionmsg.runtime.flow import Chosen, Flow, inbox_name
 from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock, acquire_without_blocking_the_loop
 from lionmsg.runtime.wire import CANONICAL_UUID
@@ -299,27 +299,41 @@ class Exchange(CopiedUnderLock, Element):
             routed = [route(message, owner, unroutable) for message in queued[2]]
             if flows.get(owner.int) is not sending:  # it left while routing: its mail is in the drop record
                 return 0
-            taken = storage.take(queued)
-            if taken is not queued[2]:  # some left the outbox while routing: theirs are not delivered
-                routed, unroutable = _still_taken(taken, queued[2], routed, unroutable)
-            for message in unroutable:
-                recipient = message.recipient
-                self._drop(
-                    message, recipient, DROP_UNKNOWN_RECIPIENT if isinstance(recipient, UUID) else DROP_NOT_AN_OWNER
-                )
-            return self._deliver(routed, owner) if routed else 0
+            chosen = storage.chosen(queued)  # changes nothing: an interrupt until _file's guard loses nothing
+            if chosen[2] is not queued[2]:  # some left the outbox while routing: theirs are not delivered
+                routed, unroutable = _still_taken(chosen[2], queued[2], routed, unroutable)
+            return self._file(sending, chosen, routed, unroutable, owner)
         finally:
             lock.release()
 
-    def _deliver(self, routed: list[list[tuple[UUID, Message]]], sender: UUID) -> int:
-        """Write each routed message to its targets' inboxes (best effort: a target gone or an inbox
-        write that fails is recorded as a drop); the number of messages that reached an inbox."""
+    def _file(
+        self,
+        sending: Flow,
+        chosen: Chosen,
+        routed: list[list[tuple[UUID, Message]]],
+        unroutable: list[Message],
+        sender: UUID,
+    ) -> int:
+        """Take the chosen messages out of the sender's flow, record the unroutable ones as drops and
+        write each routed one to its targets' inboxes (best effort: a target gone or an inbox write that
+        fails is recorded as a drop); the number of messages that reached an inbox. Cut short (an
+        interrupt anywhere in it), whatever it had not filed goes to the drop record before the interrupt
+        goes on: each message is still in exactly one place."""
         flows = self._flows
         inbox = inbox_name(sender)
         now = time.time()
         delivered = 0
+        removed = False
+        # Drops recorded before: the unroutable messages are recorded first, so the count since tells how
+        # many of them were when an interrupt came (a flag set after each could lag one behind).
+        counted = self._drop_counts.total()
         dropped: list[tuple[UUID, Message]] = []  # the routes recorded as drops so far (rare)
+        storage = sending._storage
         try:
+            storage.remove(chosen)
+            removed = True
+            for message in unroutable:
+                self._drop_unroutable(message)
             for routes in routed:
                 reached = False
                 for target, message in routes:
@@ -337,9 +351,17 @@ class Exchange(CopiedUnderLock, Element):
                     reached = True
                 delivered += reached  # outbox ids are distinct: each message counts at most once
         except BaseException as error:  # an interrupt midway: the mail taken from the outbox is not lost
+            if not removed:  # before anything was delivered: the outbox and the pile put in step first
+                storage.finish_removal(chosen)
+            for message in unroutable[self._drop_counts.total() - counted :]:
+                self._drop_unroutable(message)
             self._drop_undelivered(routed, dropped, f"{type(error).__name__} during delivery")
             raise
         return delivered
+
+    def _drop_unroutable(self, message: Message) -> None:
+        recipient = message.recipient
+        self._drop(message, recipient, DROP_UNKNOWN_RECIPIENT if isinstance(recipient, UUID) else DROP_NOT_AN_OWNER)
 
     def _drop_undelivered(
         self, routed: list[list[tuple[UUID, Message]]], dropped: list[tuple[UUID, Message]], detail: str

@@ -70,6 +70,10 @@ Queued = tuple[list[UUID], list[int], list[Message], tuple[int, int, int, int]]
 """What `_Storage.queued` lists: the outbox's ids, their integers, their messages, and the outbox's and
 the pile's change marks."""
 
+Chosen = tuple[list[UUID], list[int], list[Message], bool]
+"""What `_Storage.chosen` picks of them to take: ids, integers, messages, and whether the outbox holds
+exactly those."""
+
 
 class _Storage:
     """A flow's containers, for the paths that run once per message: queueing a send and filing a
@@ -137,39 +141,90 @@ class _Storage:
 
     def take(self, queued: Queued) -> list[Message]:
         """Take out of the outbox and the pile the messages `queued()` listed whose ids are still queued;
-        those taken, oldest first, as listed (a message replaced under its id meanwhile goes as routed:
-        its id is what is queued). Whatever else the outbox holds stays: code run in between (a
-        content's `__deepcopy__`) may have queued more."""
+        those taken, oldest first, as listed (see `chosen` and `remove`)."""
+        chosen = self.chosen(queued)
+        self.remove(chosen)
+        return chosen[2]
+
+    def chosen(self, queued: Queued) -> Chosen:
+        """What `take` takes of what `queued()` listed, changing nothing: the messages whose ids are still
+        queued (a message replaced under its id meanwhile goes as routed: its id is what is queued).
+        Whatever else the outbox holds stays: code run in between (a content's `__deepcopy__`) may have
+        queued more."""
         ids, keys, messages, mark = queued
         outbox, order, stored = self.outbox, self.order, self.stored
-        if mark != (outbox._changes, len(outbox._slot_of), order._changes, len(order._slot_of)):
-            kept = [index for index, key in enumerate(keys) if key in stored and ids[index] in outbox]
-            ids, keys, messages = [ids[i] for i in kept], [keys[i] for i in kept], [messages[i] for i in kept]
-            outbox.exclude(ids)
-        else:  # the usual case: nothing changed in between
-            outbox.clear()  # ids whose message left the pile go too, as take_outbox drops them
-        pop = stored.pop
+        if mark == (outbox._changes, len(outbox._slot_of), order._changes, len(order._slot_of)):
+            return ids, keys, messages, True  # the usual case: nothing changed in between
+        kept = [index for index, key in enumerate(keys) if key in stored and ids[index] in outbox]
+        return [ids[i] for i in kept], [keys[i] for i in kept], [messages[i] for i in kept], False
+
+    def remove(self, chosen: Chosen) -> None:
+        """Take the chosen messages out of the outbox, the pile and its order."""
+        ids, keys, _, whole = chosen
+        if whole:
+            self.outbox.clear()  # ids whose message left the pile go too, as take_outbox drops them
+        else:
+            self.outbox.exclude(ids)
+        pop = self.stored.pop
         for key in keys:
             pop(key)
         if ids:
-            order.exclude(ids)
-        return messages
+            self.order.exclude(ids)
+
+    def finish_removal(self, chosen: Chosen) -> None:
+        """What `remove` had not done yet when an interrupt cut it short, whatever it had done: every
+        chosen message out of the outbox, the pile and its order. (Not after a delivery into this very
+        flow: the caller knows whether `remove` returned.)"""
+        ids, keys, _, _ = chosen
+        outbox, order = self.outbox, self.order
+        outbox._settle()  # an exclusion cut short may have left an id dropped from the map but in its slot
+        order._settle()
+        queued = [ident for ident in ids if ident in outbox]
+        if queued:
+            outbox.exclude(queued)
+        pop = self.stored.pop
+        for key in keys:
+            pop(key, None)
+        ordered = [ident for ident in ids if ident.int in order._slot_of]
+        if ordered:
+            order.exclude(ordered)
 
     def receive(self, message: Message, inbox: str, now: float) -> None:
-        """Put an incoming message in the pile and the named inbox, opening it (as of `now`) if new."""
-        ident = self._store(message)
-        ids = self.inboxes.get(inbox)
-        if ids is None:  # a new inbox: its one id, bare (see Flow)
-            self.inboxes[inbox] = ident
-            self.unwrapped[inbox] = now
-            return
+        """Put an incoming message in the pile and the named inbox, opening it (as of `now`) if new.
+        Raised out of, it is in neither: refused, nothing changed; cut short by an interrupt, whatever
+        it had done is taken back, unless the inbox lists it already (then it was delivered)."""
+        # What `_store` refuses (an id the pile holds, or orders behind its back): then nothing is undone.
+        given = getattr(message, "id", None)  # (what is no message at all is refused by `_store`)
+        new_here = type(given) is UUID and given.int not in self.stored and given.int not in self.order._slot_of
         try:
+            ident = self._store(message)
+            ids = self.inboxes.get(inbox)
+            if ids is None:  # a new inbox: its one id, bare (see Flow); marked opened first
+                self.unwrapped[inbox] = now
+                self.inboxes[inbox] = ident
+                return
             if not isinstance(ids, OrderedIds):  # its second message: the inbox gets its OrderedIds
                 ids = self.inboxes[inbox] = OrderedIds.of_one(ids)
-            ids.append(ident)
-        except BaseException:  # the inbox still lists the id (its message left the pile behind the flow's back)
-            self._unstore(ident)
+            ids.append(ident)  # ValueError, changing nothing, when the inbox lists the id (out of step)
+        except BaseException as error:
+            if new_here:
+                self._settle_receive(message, inbox, filed_counts=not isinstance(error, Exception))
             raise
+
+    def _settle_receive(self, message: Message, inbox: str, filed_counts: bool) -> None:
+        """After a receive raised out of: the message is in the pile and its inbox, or in neither. An
+        error (a refusal) changed nothing of the inbox; an interrupt may have cut it short anywhere."""
+        ident = message.id
+        ids = self.inboxes.get(inbox)
+        if filed_counts and (ids is ident or (isinstance(ids, OrderedIds) and ident in ids)):
+            return  # the interrupt came after the delivery was whole
+        if ids is None:
+            self.unwrapped.pop(inbox, None)  # opened for it and never listed
+        key = ident.int
+        if self.stored.get(key) is message:
+            del self.stored[key]
+        if key in self.order._slot_of:
+            self.order.exclude([ident])
 
     def _unstore(self, ident: UUID) -> None:
         """Take back what `_store` just did: the flow is as it was before the failed queue or delivery."""

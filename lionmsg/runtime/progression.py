@@ -321,6 +321,17 @@ class OrderedIds:
             self._gaps.pop(0)
             self._head += 1
 
+    def _settle(self) -> None:
+        """Make the storage whole again after an update an interrupt cut short (an exclusion between
+        dropping an id from the slot map and emptying its slot, a compaction between its two halves):
+        the ids held are those the slot map names, in slot order (O(n); never on the usual paths)."""
+        held = self._slot_of
+        ids = [ident for ident in self._slots[self._head :] if ident is not None and ident.int in held]
+        self._slots = list[UUID | None](ids)
+        self._slot_of = {ident.int: slot for slot, ident in enumerate(ids)}
+        self._head, self._gaps = 0, []
+        self._changes += 1
+
     def _compact(self) -> None:
         """Close the gaps and give up head room (O(n))."""
         if not self._gaps and self._head == 0:
