@@ -350,6 +350,25 @@ def test_a_serialized_pile_with_a_prompt_is_a_history_and_its_system_message(pro
     assert len(seen) == 1
 
 
+def test_a_branch_record_naming_no_system_beside_a_system_message_loads_nowhere() -> None:
+    # from_dict refused it while model_validate and Branch(**record) loaded it (review bd F3).
+    system = System(content={"system_message": "S"})
+    record = Branch(messages=[Instruction(content={"instruction": "q"})], system=system).to_dict()
+    record["system"] = None
+    before = json.loads(json.dumps(record))
+    expected = rf"the record names system None, its messages hold '{system.id}'"
+    with pytest.raises(ValueError, match=f"^{expected}$"):
+        Branch.from_dict(record)
+    with pytest.raises(ValidationError, match=expected):
+        Branch.model_validate(record)
+    with pytest.raises(ValueError, match=f"^{expected}$"):
+        Branch(**record)
+    assert record == before
+    without_system = Branch(messages=[Instruction(content={"instruction": "q"})]).to_dict()
+    assert without_system["system"] is None
+    assert Branch.model_validate(without_system).to_dict() == without_system
+
+
 def test_a_view_given_with_messages_follows_the_system_message_to_the_front() -> None:
     # The manager puts the messages' System at index 0; a view naming it elsewhere follows (review bd F1).
     system, question = System(content={"system_message": "S"}), Instruction(content={"instruction": "q"})
