@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections import OrderedDict
@@ -60,6 +61,19 @@ def test_function_normalisation(function: Any, name: str) -> None:
 def test_a_non_string_function_is_a_value_error(bad: Any) -> None:
     with pytest.raises(ValueError, match="Function must be a string or callable"):
         ActionRequestContent.from_dict({"function": bad})
+
+
+@pytest.mark.parametrize(
+    "nameless", [functools.partial(print, "x"), type("Tool", (), {"__call__": lambda self: None})()]
+)
+def test_a_callable_without_a_name_is_a_value_error_that_says_so(nameless: Any) -> None:
+    # It said "must be a string or callable" of a callable (review be F2).
+    kind = type(nameless).__name__
+    expected = rf"^Function must be a string or callable with a __name__ \({kind} has none\): give its name$"
+    with pytest.raises(ValueError, match=expected):
+        ActionRequestContent.from_dict({"function": nameless})
+    with pytest.raises(ValueError, match=expected):
+        MessageManager().add_message(action_function=nameless, action_arguments={})
 
 
 def test_arguments_are_copied() -> None:

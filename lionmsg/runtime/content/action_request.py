@@ -23,6 +23,9 @@ def function_name(function: Any) -> str:
     elif hasattr(function, "function"):
         function = function.function
     if not isinstance(function, str):
+        if callable(function):  # a partial, an object with __call__: callable, but it names no function
+            kind = type(function).__name__
+            raise ValueError(f"Function must be a string or callable with a __name__ ({kind} has none): give its name")
         raise ValueError("Function must be a string or callable")
     return function
 

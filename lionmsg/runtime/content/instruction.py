@@ -142,8 +142,8 @@ class InstructionBehaviour(MessageContent):
         was reassigned since it was built, so rendering never shows a format the content no longer has
         (a change inside a dict format shows anyway: the instance holds the dict itself)."""
         response_format = self.response_format
-        if response_format is None or response_format == {}:  # an empty format asks for nothing: no sections
-            return None
+        if response_format is None:
+            return None  # (an empty format renders nothing by the default structure; a structure class decides)
         structure, cached = self.structure, self._structure_instance
         if cached is not None and cached[0] is structure and cached[1] is response_format:
             return cached[2]
