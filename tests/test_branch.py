@@ -367,6 +367,12 @@ def test_a_branch_record_naming_no_system_beside_a_system_message_loads_nowhere(
     without_system = Branch(messages=[Instruction(content={"instruction": "q"})]).to_dict()
     assert without_system["system"] is None
     assert Branch.model_validate(without_system).to_dict() == without_system
+    # A serialized pile given with an id of the caller's choosing is no record: its System stays (review bf F2).
+    chosen = uuid4()
+    given = Branch(id=chosen, messages=record["messages"])
+    assert given.id == chosen
+    assert given.system is not None
+    assert given.system.id == system.id
 
 
 def test_a_view_given_with_messages_follows_the_system_message_to_the_front() -> None:

@@ -52,14 +52,17 @@ CASES = [(function, line) for function in FILING_CODE for line in _lines(functio
 
 
 @contextmanager
-def interrupted_at(code: CodeType, line: int) -> Iterator[list[bool]]:
-    """Raise KeyboardInterrupt the first time `code` reaches `line`; yields [True] once it did."""
+def interrupted_at(code: CodeType, line: int, hit: int = 1) -> Iterator[list[bool]]:
+    """Raise KeyboardInterrupt the `hit`-th time `code` reaches `line`; yields [True] once it did."""
     fired: list[bool] = []
+    reached = [0]
 
     def in_frame(frame: FrameType, event: str, arg: Any) -> Any:
         if event == "line" and frame.f_lineno == line and not fired:
-            fired.append(True)
-            raise KeyboardInterrupt
+            reached[0] += 1
+            if reached[0] == hit:
+                fired.append(True)
+                raise KeyboardInterrupt
         return in_frame
 
     def calls(frame: FrameType, event: str, arg: Any) -> Any:
@@ -73,11 +76,14 @@ def interrupted_at(code: CodeType, line: int) -> Iterator[list[bool]]:
 
 
 def mail_in_flight() -> tuple[Exchange, UUID, dict[str, tuple[Message, list[Any]]]]:
-    """An Exchange whose owner `a` has queued mail of every kind: a direct message, a broadcast, one to
-    a name and one to an id no owner has (two of them, so that the drop loop runs more than once);
-    each with the recipients it is meant for."""
+    """An Exchange whose owner `a` has queued mail of every kind: direct messages, a broadcast, one to a
+    name and one to an id no owner has (so the drop loop runs more than once), into inboxes open
+    already and new ones; each with the recipients it is meant for."""
     exchange = Exchange()
     a, b, c = (cast(UUID, exchange.register(uuid4()).owner()) for _ in range(3))
+    for recipient in (b, b, c):  # inboxes open already: b's holds two (an append), c's one (bare)
+        exchange.send(a, recipient, "earlier")
+    asyncio.run(exchange.collect(a))
     stranger = uuid4()
     mail = {
         "direct": (exchange.send(a, b, "direct"), [b]),
@@ -106,12 +112,13 @@ def places(exchange: Exchange, sender: UUID, message: Message, recipient: Any) -
     return found
 
 
+@pytest.mark.parametrize("hit", [1, 2, 3])  # lines in loops: the first, second and third time through
 @pytest.mark.parametrize(("function", "line"), CASES, ids=[f"{f.__qualname__}:{line}" for f, line in CASES])
 def test_an_interrupt_anywhere_in_a_collect_loses_and_duplicates_no_mail(
-    function: Callable[..., Any], line: int
+    function: Callable[..., Any], line: int, hit: int
 ) -> None:
     exchange, a, mail = mail_in_flight()
-    with interrupted_at(function.__code__, line), suppress(KeyboardInterrupt):
+    with interrupted_at(function.__code__, line, hit), suppress(KeyboardInterrupt):
         asyncio.run(exchange.collect(a))
     for label, (message, recipients) in mail.items():
         for recipient in recipients:

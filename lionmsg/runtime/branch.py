@@ -334,12 +334,12 @@ def _check_recorded_view(cls: type[Branch], metadata: Any) -> None:
 
 def _is_branch_record(messages: Any, system: Any, data: Mapping[str, Any]) -> bool:
     """Whether the constructor's arguments are a Branch record's (a pile record and its system's id):
-    `system` is UUID text, or text or null with the record's own `id` beside it (a whole record, as
-    model_validate passes it: read as from_dict reads it). Other text given with a serialized pile is a
+    `system` is UUID text, or text or null with the record's own `id` and `created_at` beside it (a whole
+    record, as model_validate passes it: read as from_dict reads it). Other text given with a serialized pile is a
     prompt, as with a list of messages (LionAGI's Branch reads it so)."""
     if not _is_pile_record(messages):
         return False
-    if "id" in data:
+    if "id" in data and "created_at" in data:  # the record's own identity: a whole record, as dumped
         return system is None or isinstance(system, str)
     return isinstance(system, str) and parse_canonical_uuid(system) is not None
 

@@ -216,6 +216,8 @@ class _Storage:
         error (a refusal) changed nothing of the inbox; an interrupt may have cut it short anywhere."""
         ident = message.id
         ids = self.inboxes.get(inbox)
+        if filed_counts and isinstance(ids, OrderedIds):
+            ids._settle()  # an append cut short names the id in the slot map before the slots hold it
         if filed_counts and (ids is ident or (isinstance(ids, OrderedIds) and ident in ids)):
             return  # the interrupt came after the delivery was whole
         if ids is None:
