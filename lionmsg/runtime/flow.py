@@ -225,6 +225,8 @@ class _Storage:
         key = ident.int
         if self.stored.get(key) is message:
             del self.stored[key]
+        if filed_counts:  # `_store` cut short between its two order lines: the map names a slot past the end
+            self.order._settle()
         if key in self.order._slot_of:
             self.order.exclude([ident])
 
