@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
+from datetime import datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import to_jsonable_python
 
 from lionmsg import Instruction, InstructionContent, Message, MessageManager
 from lionmsg.runtime.content.structure import JsonStructure
@@ -432,3 +436,44 @@ def test_a_response_format_without_a_json_schema_is_refused_when_built_and_chang
         manager.add_message(instruction=message, response_format=_NoSchema)
     assert fields_of(message) == before
     assert manager.to_chat_msgs()[0]["content"].startswith("Instruction: x")
+
+
+# -- rendering across a record round trip -----------------------------------------------------------
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(context=_json_values, guidance=st.text(), instruction=st.text())
+def test_json_content_renders_the_same_after_a_record_round_trip(context: Any, guidance: str, instruction: str) -> None:
+    # Content that is JSON data already is what the record holds: a saved and loaded history projects the
+    # same prompts.
+    message = Instruction(content={"instruction": instruction, "guidance": guidance, "context": context})
+    assert Instruction.from_dict(message.to_dict()).rendered == message.rendered
+    assert Instruction.from_json(message.to_json()).rendered == message.rendered
+
+
+@pytest.mark.parametrize(
+    ("value", "built", "loaded"),
+    [
+        (b"PK", "- b'PK'", "- PK"),  # the record holds the bytes' UTF-8 text
+        (datetime(2024, 1, 2, 3, 4, 5), "- 2024-01-02 03:04:05", "- '2024-01-02T03:04:05'"),
+        ({1: "a"}, "- 1: a", "- '1': a"),
+        ({None: 1}, "- null: 1", "- None: 1"),
+    ],
+    ids=["bytes", "datetime", "int key", "None key"],
+)
+def test_content_that_is_no_json_renders_as_its_record_once_loaded(value: Any, built: str, loaded: str) -> None:
+    # README "Rendering": a message renders the content it holds; a record holds JSON, so a loaded message
+    # renders what its record wrote (as a message built from that JSON would), not the Python value.
+    message = Instruction(content={"instruction": "q", "context": [value]})
+    reloaded = Instruction.from_dict(message.to_dict())
+    as_json = Instruction(content={"instruction": "q", "context": [to_jsonable_python(value)]})
+    assert reloaded.rendered == Instruction.from_json(message.to_json()).rendered
+    assert reloaded.rendered.endswith("\n" + loaded)
+    assert message.rendered.endswith("\n" + built)
+    if not isinstance(value, dict) or None not in value:  # pydantic spells a None key "None", not "null"
+        assert reloaded.rendered == as_json.rendered
