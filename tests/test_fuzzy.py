@@ -111,6 +111,27 @@ def test_bytes_are_decoded_as_utf8(data: bytes | bytearray, expected: dict[str, 
     assert fuzzy_dict(data) == expected
 
 
+@pytest.mark.parametrize("text", ['{"bom": true}', "{'bom': True}", "", "  "])
+def test_one_bom_is_skipped_in_text_as_in_bytes(text: str) -> None:
+    # What reading a file that starts with a BOM as text gives (review bi F7).
+    assert fuzzy_dict("\ufeff" + text) == fuzzy_dict(b"\xef\xbb\xbf" + text.encode()) == fuzzy_dict(text)
+    with pytest.raises(ValueError, match=REFUSED):  # one, not any number
+        fuzzy_dict("\ufeff\ufeff" + text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{'a': '\ud800'}", "\ud800"),
+        ("{'a': '\ud800\\n'}", "\ud800\n"),  # with an escape too (review bi F8: refused, reason "utf-8")
+        ("{'a': '\\\ud800'}", "\\\ud800"),  # an unknown escape keeps its backslash, as in Python
+        ('{"a": "\ud800\\n"}', "\ud800\n"),
+    ],
+)
+def test_a_lone_surrogate_in_a_string_is_kept_with_or_without_escapes(text: str, expected: str) -> None:
+    assert fuzzy_dict(text) == {"a": expected}
+
+
 class _Arguments(Mapping[str, int]):
     def __init__(self, **values: int) -> None:
         self._values = values
@@ -294,6 +315,8 @@ def test_deep_nesting_is_refused(text: str) -> None:
         '"' + "a" * 500_000,
         "{'a': '" + "\\'" * 300_000,
         "a```\n" * 200_000,
+        "```" + " " * 1_000_000,  # a fence's blanks with no line break (quadratic before review bi)
+        "```" + " \t" * 250_000 + "json" + "\t " * 250_000,
     ],
 )
 def test_hostile_text_is_refused_quickly(text: str) -> None:
