@@ -3,14 +3,20 @@ reporting failures.
 
 Callbacks are post-insertion observers: the message is committed before any callback runs, every
 callback in the snapshot runs even after others fail, one failure is re-raised as itself and several
-as one `BaseExceptionGroup("on_message_added hooks failed", errors)`.
+as one `BaseExceptionGroup("on_message_added hooks failed", errors)`; a lone CancelledError or
+StopIteration comes in a group of one (see `_NEVER_ALONE`). The exception raised names the committed
+message in a note (`note_committed`), so a caller can check before trying again.
 
 A cancellation is not an observer's failure: when the task running `a_add_message` is cancelled (or its
 coroutine closed) while an observer awaits, the `CancelledError` (`GeneratorExit`) propagates at once,
 as itself, and later observers do not run, so `asyncio.timeout`, `wait_for`, task groups and
-`coroutine.close()` work as asyncio promises. The message stays committed. A `CancelledError` an observer
-raises while nobody cancels the add (its own inner task was cancelled) is that observer's failure; only
-Python 3.11+ can tell the two apart (`Task.cancelling()`), so on 3.10 every one stops the add.
+`coroutine.close()` work as asyncio promises, also when the observer turns the cancellation into another
+error (3.11+); one that swallows it hides it from the add, as from any code awaiting it. The message
+stays committed. A `CancelledError` an observer raises while
+nobody cancels the add (its own inner task was cancelled) is that observer's failure; only Python 3.11+
+can tell the two apart (`Task.cancelling()`), so on 3.10 every one out of an await stops the add. What
+an observer raises when it is called, before any await, is always its failure: a stop is only ever
+thrown in at an await.
 """
 
 from __future__ import annotations
@@ -45,17 +51,19 @@ _STOPPING = (asyncio.CancelledError, GeneratorExit)
 
 
 def _stops_the_add(error: BaseException) -> bool:
-    """Whether `error`, raised out of an awaited observer, is the add being stopped: its coroutine closed,
-    or a CancelledError while the task running it is being cancelled (else an observer's own failure)."""
-    if not isinstance(error, _STOPPING):
-        return False
-    if isinstance(error, GeneratorExit) or sys.version_info < (3, 11):  # 3.10 cannot tell: it stops
+    """Whether `error`, raised out of an awaited observer, is the add being stopped (else an observer's
+    own failure): its coroutine closed, or, while the task running it is being cancelled, a CancelledError
+    or whatever error the observer made of one (its cleanup failed, a client wrapped it)."""
+    if isinstance(error, GeneratorExit):
         return True
+    cancelled_error = isinstance(error, asyncio.CancelledError)
+    if sys.version_info < (3, 11):  # 3.10 cannot tell: every CancelledError stops it, nothing else
+        return cancelled_error
     try:
         task = asyncio.current_task()
     except RuntimeError:  # driven by hand, with no loop: only a cancellation throws one in
-        return True
-    return task is None or task.cancelling() > 0
+        return cancelled_error
+    return cancelled_error if task is None else task.cancelling() > 0
 
 
 def is_async_callback(callback: Any) -> bool:
@@ -151,33 +159,52 @@ async def run_async_callbacks(
     """Call and await each callback with `message`; then raise the failures as `raise_hook_failures` does,
     with `failed_before` (what the history listeners raised when a system message was set by `path`, or
     None). A stop (see `_stops_the_add`) propagates at once, as itself, with every failure before it at
-    the end of its context chain (after what an observer was handling when it was stopped)."""
+    the end of its context chain (after what an observer was handling when it was stopped); a stop the
+    observer turned into another error (3.11+) as a fresh CancelledError, that error first in its chain."""
     errors: list[BaseException] = []
     for callback in callbacks:
         try:
             result = callback(message)
-            # A coroutine (an async def observer's result) or None (a plain function's) is told apart
-            # without inspect.isawaitable's Python-level call.
-            if type(result) is CoroutineType or (result is not None and inspect.isawaitable(result)):
+        except BaseException as error:  # raised by the call, never thrown in at an await: always a failure
+            # Not callable: put on the live list (by another thread) after the preflight, named as it names it.
+            errors.append(error if callable(callback) else _not_callable("on_message_added", callback))
+            continue
+        # A coroutine (an async def observer's result) or None (a plain function's) is told apart
+        # without inspect.isawaitable's Python-level call.
+        if type(result) is CoroutineType or (result is not None and inspect.isawaitable(result)):
+            try:
                 await result
-            elif type(result) is AsyncGeneratorType:
-                raise _async_generator_refused("on_message_added", callback)
-        except BaseException as error:  # every callback runs; failures are re-raised below
-            if _stops_the_add(error):
-                # Not a failure to collect: the caller is going away. Earlier failures stay reachable.
-                earlier = [failed_before] if failed_before is not None else []
-                if errors:
-                    earlier.append(_combined(errors, "on_message_added"))
-                if earlier:
-                    _end_context_chain(
-                        error, earlier[0] if len(earlier) == 1 else BaseExceptionGroup(f"{path} hooks failed", earlier)
-                    )
-                raise
-            errors.append(error)
+            except BaseException as error:
+                if not _stops_the_add(error):
+                    errors.append(error)
+                    continue
+                if isinstance(error, _STOPPING):
+                    _chain_earlier(error, errors, failed_before, path)
+                    raise
+                stop = asyncio.CancelledError()  # the observer made another error of the cancellation
+                stop.__context__ = error  # (first in the chain; the earlier failures after it)
+                _chain_earlier(stop, errors, failed_before, path)
+                raise stop from error
+        elif type(result) is AsyncGeneratorType:
+            errors.append(_async_generator_refused("on_message_added", callback))
     if errors:
         raise_hook_failures(failed_before, _combined(errors, "on_message_added"), path)
     if failed_before is not None:
         raise failed_before
+
+
+def _chain_earlier(
+    stop: BaseException, errors: list[BaseException], failed_before: BaseException | None, path: str
+) -> None:
+    """Not a failure to collect: the caller is going away. The failures before it stay reachable, at the
+    end of the stop's context chain."""
+    earlier = [failed_before] if failed_before is not None else []
+    if errors:
+        earlier.append(_combined(errors, "on_message_added"))
+    if len(earlier) > 1:
+        _end_context_chain(stop, BaseExceptionGroup(f"{path} hooks failed", earlier))
+    elif earlier:
+        _end_context_chain(stop, earlier[0])
 
 
 def raise_hook_failures(listeners_failed: BaseException | None, observers_failed: BaseException, path: str) -> NoReturn:
@@ -186,7 +213,8 @@ def raise_hook_failures(listeners_failed: BaseException | None, observers_failed
     if listeners_failed is None:
         raise observers_failed
     # `from None`: the group's members are its story; the handled member is no separate context.
-    raise BaseExceptionGroup(f"{path} hooks failed", [listeners_failed, observers_failed]) from None
+    members = [_unwrapped(listeners_failed), _unwrapped(observers_failed)]
+    raise BaseExceptionGroup(f"{path} hooks failed", members) from None
 
 
 def _end_context_chain(error: BaseException, earlier: BaseException) -> None:
@@ -213,6 +241,26 @@ def _raise(errors: list[BaseException], hook: str) -> None:
         raise _combined(errors, hook)
 
 
+# Failures that cannot reach the caller as themselves: a CancelledError would read as the add's own
+# cancellation (asyncio marks the calling task cancelled, and a task group drops it), and a coroutine
+# turns a StopIteration into a RuntimeError (PEP 479). Alone, they come in a group of one, on both paths.
+_NEVER_ALONE = (asyncio.CancelledError, StopIteration)
+
+
 def _combined(errors: list[BaseException], hook: str) -> BaseException:
-    """One failure as itself, several as one group."""
-    return errors[0] if len(errors) == 1 else BaseExceptionGroup(f"{hook} hooks failed", errors)
+    """One failure as itself (but see `_NEVER_ALONE`), several as one group."""
+    if len(errors) == 1 and not isinstance(errors[0], _NEVER_ALONE):
+        return errors[0]
+    return BaseExceptionGroup(f"{hook} hooks failed", errors)
+
+
+def _unwrapped(failure: BaseException) -> BaseException:
+    """A failure `_combined` put in a group of one, as itself again: in a group with another it is safe."""
+    if (
+        isinstance(failure, BaseExceptionGroup)
+        and len(failure.exceptions) == 1
+        and isinstance(failure.exceptions[0], _NEVER_ALONE)
+        and failure.message.endswith(" hooks failed")
+    ):
+        return failure.exceptions[0]
+    return failure

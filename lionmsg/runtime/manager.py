@@ -288,10 +288,13 @@ class MessageManager:
                     self._note_change_ended()
             finally:
                 thread_lock.release()
+            # The snapshot (ADR D4: after the commit), before the history listeners run: what they change
+            # applies to the next add, as on the sync path.
+            callbacks = list(self.on_message_added or ())
             listeners_failed = self._system_listeners_failed() if system else None
         finally:
             lock.release()
-        await run_async_callbacks(list(self.on_message_added or ()), message, listeners_failed, "a_add_message")
+        await run_async_callbacks(callbacks, message, listeners_failed, "a_add_message")
         return message
 
     def _change(
