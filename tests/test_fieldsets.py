@@ -142,6 +142,16 @@ def test_a_shared_set_refuses_every_change_and_stays_as_it_was(mutate: Callable[
     assert first.model_fields_set is second.model_fields_set == EVERY_FIELD
 
 
+def test_the_empty_shared_set_refuses_to_be_filled_again() -> None:
+    # Review bg F6: __init__ refused only a set that held names; `Instruction()` gets the empty one.
+    empty = Instruction().model_fields_set
+    assert type(empty) is SharedFieldsSet
+    with pytest.raises(TypeError) as raised:
+        empty.__init__({"channel"})  # type: ignore[misc]
+    assert str(raised.value) == REFUSAL
+    assert set(Instruction().model_fields_set) == set() == set(empty)
+
+
 def test_a_shared_set_accepts_adding_a_name_it_holds() -> None:
     (message,) = loaded_instructions(1)
     message.model_fields_set.add("id")  # what pydantic does on assignment: a change of nothing

@@ -9,7 +9,9 @@ import json
 import math
 import re
 import sys
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -223,6 +225,35 @@ def test_an_embedding_entry_no_record_can_hold_is_refused_by_every_json_writer(e
     assert message.to_dict(mode="python")["embedding"][1] == entry  # python mode keeps values as they are
 
 
+class _ListOfNumbers(list[Any]):
+    pass
+
+
+@pytest.mark.parametrize(
+    "given",
+    [tuple, _ListOfNumbers, iter, lambda numbers: (number for number in numbers), set],
+    ids=["tuple", "list subclass", "iterator", "generator", "set"],
+)
+@pytest.mark.parametrize("sign", [1, -1])
+def test_an_integer_beyond_a_double_is_refused_in_any_sequence_given_as_embedding(
+    given: Callable[[list[Any]], Any], sign: int
+) -> None:
+    # Review bg F3: only an exact list was looked at; in a tuple the integer became the largest double.
+    beyond = sign * (int(sys.float_info.max) + 1)
+    record = Instruction(content={}).to_dict()
+    message = Instruction(content={}, embedding=[0.5])
+    builds: list[Callable[[], Any]] = [
+        lambda: Instruction(content={}, embedding=given([0.5, beyond])),
+        lambda: Instruction.from_dict({**record, "embedding": given([0.5, beyond])}),
+        lambda: setattr(message, "embedding", given([0.5, beyond])),
+    ]
+    for build in builds:
+        with pytest.raises(ValidationError, match="an integer beyond the range of a double"):
+            build()
+    assert message.embedding == [0.5]
+    assert Instruction(content={}, embedding=given([0.5, 2])).embedding == [0.5, 2.0]
+
+
 def _cyclic() -> list[Any]:
     loop: list[Any] = []
     loop.append(loop)
@@ -364,6 +395,59 @@ def test_a_record_without_discriminator_loads_as_the_receiving_class() -> None:
 def test_lion_class_is_not_user_metadata() -> None:
     loaded = Message.from_dict(Instruction(metadata={"k": 1}).to_dict())
     assert loaded.metadata == {"k": 1}
+
+
+class _ReadOnly(Mapping[Any, Any]):
+    def __init__(self, data: dict[Any, Any]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+_METADATA_FORMS: list[Callable[[dict[Any, Any]], Any]] = [dict, OrderedDict, MappingProxyType, _ReadOnly]
+
+
+@pytest.mark.parametrize("form", _METADATA_FORMS, ids=lambda form: form.__name__)
+def test_lion_class_in_any_mapping_is_checked_and_dropped(form: Callable[[dict[Any, Any]], Any]) -> None:
+    # Review bg F2: only a dict was looked at; in another Mapping a wrong class was kept as user data.
+    wrong, right = form({"lion_class": "System", "k": 1}), form({"lion_class": "Instruction", "k": 1})
+    for build in (
+        lambda metadata: Instruction(content={}, metadata=metadata),
+        lambda metadata: Instruction.model_validate({"content": {}, "metadata": metadata}),
+    ):
+        with pytest.raises(ValidationError, match="Metadata class mismatch: lion_class 'System'") as raised:
+            build(wrong)
+        assert _loc(raised.value) == ("metadata",)
+        message = build(right)
+        assert message.metadata == {"k": 1}
+        assert Instruction.from_dict(message.to_dict()) == message
+        assert message.clone().metadata["k"] == 1
+    message = Instruction(content={})
+    with pytest.raises(ValidationError):
+        message.metadata = wrong
+    assert message.metadata == {}
+
+
+def test_lion_class_spelled_as_bytes_is_the_discriminator_too() -> None:
+    record = Instruction(content={}).to_dict()
+    record["metadata"] = {b"lion_class": "System"}  # pydantic reads a bytes key as its text
+    with pytest.raises(ValidationError, match="Metadata class mismatch"):
+        Instruction.from_dict(record)
+    record["metadata"] = {b"lion_class": "Instruction", "k": 1}
+    assert Instruction.from_dict(record).metadata == {"k": 1}
+
+
+@pytest.mark.parametrize("form", _METADATA_FORMS, ids=lambda form: form.__name__)
+def test_role_is_ignored_in_any_mapping_given_to_model_validate(form: Callable[[dict[Any, Any]], Any]) -> None:
+    message = Instruction(content={"instruction": "q"})
+    assert Instruction.model_validate(form(message.to_dict())) == message
 
 
 def test_user_subclasses_round_trip_by_name() -> None:
@@ -605,6 +689,8 @@ def test_options_reach_every_level_of_content_and_metadata_as_pydantic_applies_t
     [
         (_record(id="not-a-uuid"), ("id",)),
         (_record(id="{" + str(uuid4()) + "}"), ("id",)),
+        (_record(id=str(uuid4()).encode()), ("id",)),  # bytes: in no spelling (review bg F5)
+        (_record(id=uuid4().bytes), ("id",)),
         (_record(created_at="yesterday"), ("created_at",)),
         (_record(created_at=True), ("created_at",)),
         (_record(created_at=2**1024 - 2**971 + 1), ("created_at",)),  # float() rounds it to the largest double
@@ -932,3 +1018,16 @@ def test_pydantics_serialization_schema_still_types_what_is_written_as_text() ->
     assert sorted(fields["role"]["enum"]) == sorted(role.value for role in MessageRole)
     order = Progression.model_json_schema(mode="serialization")["properties"]["order"]
     assert order["items"] == {"format": "uuid", "type": "string"}
+
+
+def test_model_validate_json_is_pydantics_reader_and_from_json_the_records_reader() -> None:
+    # README "Records": pydantic's reader reads NaN, which no record holds; `from_json` refuses it.
+    text = ActionResponse(content={"function": "f"}).to_json()
+    assert '"function":"f"' in text
+    text = text.replace('"function":"f"', '"function":"f","output":NaN')
+    loaded = ActionResponse.model_validate_json(text)
+    assert math.isnan(loaded.content.output)
+    with pytest.raises(ValueError, match="cannot write nan as JSON"):
+        loaded.to_json()
+    with pytest.raises(ValueError, match="NaN"):
+        ActionResponse.from_json(text)

@@ -10,7 +10,7 @@ import math
 import re
 import sys
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, TypeVar, cast, overload
 from uuid import UUID
@@ -93,9 +93,12 @@ _CLASSES_BY_NAME: dict[type[Element], dict[str, type[Element]]] = {}
 
 
 def _canonical_uuid(value: Any) -> Any:
-    # The schema's UUID form; pydantic alone would also take braces, URNs and bare hex.
+    # The schema's UUID form; pydantic alone would also take braces, URNs and bare hex, and bytes in any
+    # of those spellings or as the 16 raw bytes.
     if isinstance(value, str) and CANONICAL_UUID.fullmatch(value) is None:
         raise ValueError(f"expected a UUID in canonical 8-4-4-4-12 form, got {value!r}")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raise ValueError(f"expected a UUID in canonical 8-4-4-4-12 form, got {type(value).__name__}")
     if isinstance(value, UUID) and type(value) is not UUID:  # a subclass may spell itself otherwise
         return UUID(int=value.int)  # in records: held as the plain UUID it names, as a sender is
     return value
@@ -188,15 +191,16 @@ class Element(BaseModel):
             if isinstance(ancestor, type) and issubclass(ancestor, Element):
                 _register(ancestor, cls)
 
-    @field_validator("metadata", mode="before")
+    @field_validator("metadata")
     @classmethod
-    def _strip_lion_class(cls, value: Any) -> Any:
+    def _strip_lion_class(cls, value: dict[str, Any]) -> dict[str, Any]:
         # `lion_class` is a wire discriminator, not user data: check it names this class, then drop it.
-        if isinstance(value, dict) and "lion_class" in value:
-            named = value["lion_class"]
+        # After pydantic's validation: whatever Mapping was given is a dict of text keys by then (a bytes
+        # key `b"lion_class"` included), and the dict is a new one, ours to change.
+        if "lion_class" in value:
+            named = value.pop("lion_class")
             if not isinstance(named, str) or lion_class_name(named) != cls.__name__:
                 raise ValueError(f"Metadata class mismatch: lion_class {named!r} does not name {cls.__name__}")
-            value = {k: v for k, v in value.items() if k != "lion_class"}
         return value
 
     # `dict[Any, Any]`: pydantic writes the keys of a `dict[str, ...]` return lossily, a lone surrogate as
@@ -444,6 +448,9 @@ def _raised_options_error(error: PydanticSerializationError) -> NoReturn:
 
 _PLAIN_DATA: TypeAdapter[Any] = TypeAdapter(Any)
 
+# What pydantic never reads as a list (an embedding given as one is its ValidationError as it is).
+_NOT_A_LIST = (str, bytes, bytearray, memoryview, Mapping)
+
 
 class Node(Element):
     """An Element with content and an optional embedding."""
@@ -454,7 +461,10 @@ class Node(Element):
     @field_validator("embedding", mode="before")
     @classmethod
     def _embedding_within_doubles(cls, value: Any) -> Any:
-        # One pass over the list here rather than a validator call per number (embeddings are long).
+        # One pass over the list here rather than a validator call per number (embeddings are long). Any
+        # other sequence or iterable pydantic reads as a list is made one first, so it is checked too.
+        if type(value) is not list and isinstance(value, Iterable) and not isinstance(value, _NOT_A_LIST):
+            value = list(value)
         if type(value) is list:
             for number in value:
                 if type(number) is int:

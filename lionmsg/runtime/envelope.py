@@ -237,7 +237,7 @@ class MessageBehaviour(Node, Sendable):
     @classmethod
     def _ignore_role(cls, data: Any) -> Any:
         # The class decides the role; a supplied one (e.g. from a record) is dropped, never trusted.
-        if isinstance(data, dict) and "role" in data:
+        if isinstance(data, (dict, Mapping)) and "role" in data:  # dict first: the usual, and fast
             data = {k: v for k, v in data.items() if k != "role"}
         return data
 

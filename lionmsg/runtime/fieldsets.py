@@ -49,9 +49,9 @@ class SharedFieldsSet(set[str]):
             self._refuse()
 
     def __init__(self, names: Iterable[str] = ()) -> None:
-        if self:  # called again on a built set, set.__init__ would empty and refill it
-            self._refuse()
-        super().__init__(names)
+        # Called on a built set, set.__init__ would empty and refill it (the empty shared set too): the
+        # sets are filled by `shared_fields_set` alone, through set.__init__.
+        self._refuse()
 
     discard = remove = pop = clear = update = _refuse
     difference_update = intersection_update = symmetric_difference_update = _refuse
@@ -76,7 +76,9 @@ def shared_fields_set(names: Iterable[str]) -> SharedFieldsSet:
     key = frozenset(names)
     found = _SHARED.get(key)
     if found is None:
-        found = _SHARED.setdefault(key, SharedFieldsSet(key))
+        made = SharedFieldsSet.__new__(SharedFieldsSet)
+        set.__init__(made, key)
+        found = _SHARED.setdefault(key, made)
     return found
 
 
