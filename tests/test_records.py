@@ -1031,3 +1031,39 @@ def test_model_validate_json_is_pydantics_reader_and_from_json_the_records_reade
         loaded.to_json()
     with pytest.raises(ValueError, match="NaN"):
         ActionResponse.from_json(text)
+
+
+def _nested(levels: int) -> Any:
+    value: Any = 0
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _called_from_depth(depth: int, function: Callable[[], Any]) -> Any:
+    return function() if depth == 0 else _called_from_depth(depth - 1, function)
+
+
+def test_writing_copying_and_owning_a_deep_value_do_not_depend_on_the_callers_stack() -> None:
+    # Review bg F1: reading retried on a fresh stack, but writing and copying gave up where the caller's
+    # stack was deep (a 400-level record written 600 frames down), and from_dict then kept the caller's
+    # list instead of its own copy.
+    levels = 400
+    deep = sys.getrecursionlimit() - levels // 2  # together over the limit: only a fresh stack has room
+    message = Instruction(content={"instruction": "q", "context": [_nested(levels)]})
+    generic = Message(content={"x": _nested(levels)})
+    record, generic_record = message.to_dict(), generic.to_dict()
+    assert _called_from_depth(deep, message.to_dict) == record
+    assert _called_from_depth(deep, message.to_json) == message.to_json()
+    assert _called_from_depth(deep, generic.to_dict) == generic_record
+    assert _called_from_depth(deep, MessageManager(messages=[message]).to_dict)["messages"]["collections"][0] == record
+    assert _called_from_depth(deep, Pile(collections=[generic]).to_dict)["collections"][0] == generic_record
+    for original in (message, generic):
+        clone = _called_from_depth(deep, original.clone)
+        assert clone.content == original.content
+    assert _called_from_depth(deep, lambda: Instruction.from_json(message.to_json())) == message
+    given = _nested(levels - 100)
+    loaded_record = {**Instruction(content={}).to_dict(), "content": {"prompt_context": [given]}}
+    loaded = _called_from_depth(deep, lambda: Instruction.from_dict(loaded_record))
+    assert loaded.content.prompt_context == [given]
+    assert loaded.content.prompt_context[0] is not given  # the message's own copy

@@ -44,7 +44,7 @@ from lionmsg.runtime.fastpath import (
 )
 from lionmsg.runtime.fieldsets import SharedFieldsSet, mark_field_set, own_fields_set, set_fields_set
 from lionmsg.runtime.ids import uuid_text
-from lionmsg.runtime.wire import UNWRITABLE_DEPTH, RecordFieldError, note_finite
+from lionmsg.runtime.wire import UNWRITABLE_DEPTH, RecordFieldError, note_finite, on_fresh_stack
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -464,8 +464,11 @@ class MessageBehaviour(Node, Sendable):
         as LionAGI does, and keeps free-form values as they are); `options` as for `Element.to_dict`."""
         if mode == "json" and not options:
             try:
-                record = self._plain_record()
-            except RecursionError:  # json_copy recurses once per level
+                try:
+                    record = self._plain_record()
+                except RecursionError:  # json_copy recurses once per level: again where the stack is empty
+                    record = on_fresh_stack(self._plain_record)
+            except RecursionError:  # too deep there too
                 raise ValueError(UNWRITABLE_DEPTH) from None
             if record is not None:
                 return record
@@ -474,7 +477,12 @@ class MessageBehaviour(Node, Sendable):
     def _unchecked_record(self, mode: str) -> dict[str, Any]:
         # The plain record holds finite numbers only (json_copy refuses the rest): noted so, the container's
         # check of its whole record does not walk it again.
-        record = self._plain_record() if mode == "json" else None
+        record = None
+        if mode == "json":
+            try:
+                record = self._plain_record()
+            except RecursionError:  # as in to_dict (a container turns one raised again into its ValueError)
+                record = on_fresh_stack(self._plain_record)
         if record is None:
             return self.model_dump(mode=mode)
         note_finite(record)

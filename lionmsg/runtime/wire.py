@@ -9,7 +9,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, copy_context
 from functools import cache
 from typing import Any, cast
 
@@ -26,6 +26,7 @@ __all__ = [
     "loads_json",
     "matches",
     "note_finite",
+    "on_fresh_stack",
     "sorted_names",
     "write_json",
 ]
@@ -139,6 +140,14 @@ def _decode(text: str, on_fresh_stack: bool = False) -> Any:
             except RecursionError:
                 unreadable = depth
         raise json.JSONDecodeError(_TOO_DEEP, text, _opening_at_depth(text, unreadable)) from None
+
+
+def on_fresh_stack(function: Callable[..., Any], *arguments: Any) -> Any:
+    """`function(*arguments)` again where the stack is empty, in a copy of this context (the finiteness
+    notes stay visible): for a writer or a copy that recursed once per level of a value and ran out of
+    stack, so that what it can do does not depend on how deep its caller is (as for reading). Only for
+    work that takes no lock: the caller waits for it, holding whatever it holds."""
+    return _on_fresh_stack(copy_context().run, function, *arguments)
 
 
 def _on_fresh_stack(function: Callable[..., Any], *arguments: Any) -> Any:

@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic_core import to_jsonable_python
 
 from lionmsg.runtime.fastpath import ATOMS, MISSING, deep_copy, flat_records_copy, json_copy, plain_copy
-from lionmsg.runtime.wire import UNWRITABLE_DEPTH, RecordFieldError, check_finite, check_mode, sorted_names
+from lionmsg.runtime.wire import (
+    UNWRITABLE_DEPTH,
+    RecordFieldError,
+    check_finite,
+    check_mode,
+    on_fresh_stack,
+    sorted_names,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -269,7 +276,7 @@ def owned_copy(value: Any) -> Any:
         return copied
     _refuse_iterators(value)
     try:
-        return _copy_or_keep(value)
+        return _copy_at_any_depth(_copy_or_keep, value)
     except RecursionError:
         # Still the caller's own members' copies beside the deep one: a flat list next to it in a
         # metadata dict or a context list is the message's, as it would be without the deep one.
@@ -278,6 +285,16 @@ def owned_copy(value: Any) -> Any:
         if type(value) is dict:
             return {key: _copy_or_keep_too_deep(item) for key, item in value.items()}
         return value
+
+
+def _copy_at_any_depth(copy_of: Callable[[Any], Any], value: Any) -> Any:
+    """`copy_of(value)`, on a fresh stack when the caller's is too deep for it: whether a message owns its
+    copy, or can be cloned, never depends on how deep its caller is (RecursionError when the value is
+    too deep there too)."""
+    try:
+        return copy_of(value)
+    except RecursionError:
+        return on_fresh_stack(copy_of, value)
 
 
 def _copy_or_keep(value: Any) -> Any:
@@ -364,7 +381,7 @@ def copy_value(value: Any) -> Any:
     given); one nested too deep is the ValueError of the record writers, which could not write it."""
     try:
         try:
-            return deep_copy(value)
+            return _copy_at_any_depth(deep_copy, value)
         except RecursionError:
             raise
         except Exception:
@@ -404,7 +421,7 @@ def _copy_around_uncopyable(value: Any) -> Any:
 
 def _copy_part(value: Any) -> Any:
     try:
-        return deep_copy(value)
+        return _copy_at_any_depth(deep_copy, value)
     except RecursionError:
         raise
     except Exception:  # rebuilt around the uncopyable part (only on this rare road: quadratic in depth)
