@@ -107,6 +107,11 @@ def modified_package(tmp_path: Path) -> Iterator[ModuleType]:
     }
     assistant.write_text(json.dumps(data))
 
+    instruction = schemas / "content" / "instruction.schema.json"
+    data = json.loads(instruction.read_text())
+    data["properties"]["image_detail"]["enum"].insert(2, "max")  # a minor version's loosening
+    instruction.write_text(json.dumps(data))
+
     kind = schemas / "messages" / "instruction.schema.json"
     data = json.loads(kind.read_text())
     data["properties"]["recipient"] = {"default": "assistant"}
@@ -142,6 +147,33 @@ def test_an_added_optional_field_appears_with_its_checks_and_serializer(modified
         content.AssistantResponseContent.from_record({"confidence": 2})
     with pytest.raises(ValueError, match="confidence must be"):
         content.AssistantResponseContent(confidence="high")
+
+
+def test_a_value_added_to_an_enum_is_checked_and_rendered_by_the_regenerated_class(
+    modified_package: ModuleType,
+) -> None:
+    # Review bh F1: the renderer kept its own copy of the image details, so a record holding a value the
+    # schema had gained loaded and validated, then could not be rendered (its turn left the chat).
+    content = importlib.import_module("regenerated.content")
+    details = frozenset({"low", "high", "max", "auto", None})
+    assert {"image_detail": details} == content.InstructionContent._CHOICES
+    record = {"instruction": "Look", "images": ["AAAA"], "image_detail": "max"}
+    looked_at = content.InstructionContent.from_record(record)
+    assert looked_at.rendered[1]["image_url"]["detail"] == "max"
+    with pytest.raises(ValueError, match="image_detail must be one of"):
+        content.InstructionContent.from_record({"images": ["AAAA"], "image_detail": "ultra"})
+
+
+def test_the_choices_of_every_content_class_are_its_schemas_enums() -> None:
+    from lionmsg.generated import content
+
+    checked = 0
+    for path in sorted((SCHEMA_DIR / "content").glob("*.schema.json")):
+        schema = json.loads(path.read_text())
+        enums = {key: frozenset(prop["enum"]) for key, prop in schema["properties"].items() if "enum" in prop}
+        assert getattr(getattr(content, schema["title"]), "_CHOICES", {}) == enums, path.name
+        checked += bool(enums)
+    assert checked >= 1  # image_detail's, at least
 
 
 def test_a_changed_kind_default_changes_the_message_class(modified_package: ModuleType) -> None:

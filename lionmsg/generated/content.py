@@ -642,6 +642,18 @@ class InstructionContent(InstructionBehaviour):
             "plain_content",
         }
     )
+    # The values the schema allows a field (its `enum`): what the behaviour checks again where the field
+    # may have been assigned since construction.
+    _CHOICES: ClassVar[dict[str, frozenset[Any]]] = {
+        "image_detail": frozenset(
+            {
+                "low",
+                "high",
+                "auto",
+                None,
+            }
+        ),
+    }
 
     def _normalize_and_check(self) -> None:
         # What construction runs once the fields are the content's own: see _from_owned.

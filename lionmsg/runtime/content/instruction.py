@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lionmsg.runtime.content.base import MessageContent, owned_copy
 from lionmsg.runtime.content.images import image_problem, image_url
@@ -55,6 +55,7 @@ class InstructionBehaviour(MessageContent):
         image_detail: str | None
         structure: Any
         _structure_instance: Any
+        _CHOICES: ClassVar[dict[str, frozenset[Any]]]  # the schema's enums (generated)
     else:
         __slots__ = ()
 
@@ -159,8 +160,10 @@ class InstructionBehaviour(MessageContent):
         if not self.images:
             return text
         detail = self.image_detail or "auto"
-        if detail not in _DETAILS:
-            raise ValueError(f"InstructionContent.image_detail {detail!r} is not one of low, high, auto")
+        allowed = self._CHOICES["image_detail"]  # assigned since construction, perhaps: checked again
+        if detail not in allowed:
+            named = ", ".join(sorted(value for value in allowed if value is not None))
+            raise ValueError(f"InstructionContent.image_detail {detail!r} is not one of {named}")
         parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
         parts.extend(
             {"type": "image_url", "image_url": {"url": _sendable(ref), "detail": detail}} for ref in self.images
@@ -181,9 +184,6 @@ class InstructionBehaviour(MessageContent):
         }
         shown = {name: value for name, value in sections.items() if value not in (None, "", [], {})}
         return minimal_yaml(shown).strip()
-
-
-_DETAILS = frozenset({"low", "high", "auto"})
 
 
 def _sendable(ref: Any) -> str:
