@@ -157,7 +157,8 @@ def _schema(args: argparse.Namespace, out: _Output) -> int:
         out.write("\n".join([*schema_names(), BUNDLE_NAME]) + "\n")
         return EXIT_OK
     if args.bundle or args.name in (BUNDLE_NAME, BUNDLE_NAME.removesuffix(".json")):  # as --list names it
-        out.write((schema_dir() / BUNDLE_NAME).read_text(encoding="utf-8"))
+        bundle = (schema_dir() / BUNDLE_NAME).read_text(encoding="utf-8")
+        out.write(_escaped_non_ascii(bundle) if _ascii_only(out) else bundle)  # JSON still, on any output
         return EXIT_OK
     try:
         schema = load_schema("record" if args.name is None else args.name)
@@ -227,15 +228,26 @@ def _one_value(text: str) -> Any:
 
 def _entries(path: str, text: str) -> Iterator[_Entry]:
     """JSON Lines for `.jsonl`/`.ndjson`; otherwise one JSON document (a record or a list of them). Stdin
-    (`-`) is one document when the whole text is one JSON value, otherwise JSON Lines (a record on one
-    line reads the same either way). Places name the file as `_quoted` shows it."""
+    (`-`) is one document when the whole text is one JSON value, a broken one when its first line is a
+    bare `{` or `[` (pretty-printed), otherwise JSON Lines (a record on one line reads the same either way).
+    Places name the file as `_quoted` shows it."""
     label = _quoted(path)
     if path == "-":
         document = _one_value(text)
-        if document is _NOT_ONE_VALUE:
-            yield from _json_lines(label, text)
-        else:
+        if document is not _NOT_ONE_VALUE:
             yield from _document_entries(label, document)
+            return
+        first_line = next((line for line in text.split("\n") if line.strip(" \t\r")), "")
+        if first_line.strip(" \t\r") not in ("{", "["):
+            yield from _json_lines(label, text)  # records on lines of their own, some of them broken
+            return
+        # A pretty-printed document (its first line a bare bracket: a record or several, `jq`'s output) that
+        # is not one value: its own error at its place (a missing comma; "Extra data" where a second one
+        # starts), as the same text in a .json file gets, not an error for each of its lines.
+        try:
+            loads_json(text)
+        except json.JSONDecodeError as error:
+            yield _Entry(f"{label}:{error.lineno}", syntax_error=f"not valid JSON: {error.msg} (column {error.colno})")
         return
     if _json_lines_named(path):
         yield from _json_lines(label, text)

@@ -481,6 +481,12 @@ def test_validate_reads_an_array_from_stdin_item_by_item(monkeypatch: pytest.Mon
         ("\n  \n", 0, summary(0, 0)),
         (json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n", 0, summary(2, 0)),  # two values: JSON Lines
         ("[1,\n", 1, "-:1: not valid JSON: Expecting value (column 4)\n" + summary(1, 1)),
+        # A broken first record on a line of its own: still JSON Lines (its first line is no bare bracket).
+        (
+            "[1\n" + json.dumps(GOOD) + "\n",
+            1,
+            "-:1: not valid JSON: Expecting ',' delimiter (column 3)\n" + summary(2, 1),
+        ),
     ],
 )
 def test_validate_stdin_that_is_not_one_json_value_is_json_lines(
@@ -488,6 +494,31 @@ def test_validate_stdin_that_is_not_one_json_value_is_json_lines(
 ) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO(text))
     assert run("validate", "-") == (status, expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # A pretty-printed record with a comma missing: its one error, where a .json file gets it (review bh F2:
+        # each of its lines was a "record" that was not JSON).
+        ('{\n  "id": "x"\n  "created_at": 1\n}\n', "-:3: not valid JSON: Expecting ',' delimiter (column 3)"),
+        ("[\n  1,\n", "-:3: not valid JSON: Expecting value (column 1)"),
+        # `jq .`'s output for two records: one document with more after it, as in a .json file.
+        (
+            json.dumps(GOOD, indent=2) + "\n" + json.dumps(GOOD, indent=2) + "\n",
+            "-:{}: not valid JSON: Extra data (column 1)",
+        ),
+    ],
+)
+def test_validate_stdin_that_is_a_broken_document_gets_its_one_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, text: str, expected: str
+) -> None:
+    expected = expected.format(json.dumps(GOOD, indent=2).count("\n") + 2)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    assert run("validate", "-") == (1, expected + "\n" + summary(1, 1))
+    path = tmp_path / "same.json"
+    path.write_text(text)
+    assert run("validate", path) == (1, expected.replace("-:", f"{path}:", 1) + "\n" + summary(1, 1))
 
 
 def test_validate_stdin_nested_too_deeply_is_a_line_that_is_not_json(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1210,3 +1241,21 @@ def test_an_unrecognized_argument_is_escaped_in_the_usage_error() -> None:
     assert "\x1b" not in done.stderr
     assert "\x07" not in done.stderr
     assert done.stderr.endswith("lionmsg: error: unrecognized arguments: \\u001b]0;title\\u0007\n")
+
+
+def test_the_bundle_on_an_ascii_output_is_still_json(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Review bh F4: it was copied through as it is, and the output's backslash escapes are no JSON's.
+    from lionmsg import cli
+    from lionmsg.schema.files import load_bundle
+
+    bundle = load_bundle()
+    bundle["description"] = "Café → naïve 😀"
+    (tmp_path / "bundle.json").write_text(json.dumps(bundle, ensure_ascii=False), encoding="utf-8")
+    monkeypatch.setattr(cli, "schema_dir", lambda: tmp_path)
+    raw = io.BytesIO()
+    ascii_out = io.TextIOWrapper(raw, encoding="ascii", errors="backslashreplace")
+    assert main(["schema", "--bundle"], out=ascii_out) == 0
+    ascii_out.flush()
+    written = raw.getvalue().decode("ascii")
+    assert "\\u00e9" in written
+    assert json.loads(written) == bundle
