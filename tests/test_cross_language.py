@@ -329,6 +329,18 @@ def test_a_float_literal_or_a_duplicate_key_is_judged_by_the_literal_json_parse_
     assert [line["inexact"] for line in verdicts] == [[], ["/content/a"], ["/content/0", "/content/4"]]
 
 
+def test_what_javascript_writes_back_for_an_integer_it_cannot_hold_is_what_the_readmes_say() -> None:
+    # Review bh F5: the READMEs said 2^60 + 1 came back as 2^60; JSON.stringify writes the shortest text.
+    script = "process.stdout.write(JSON.stringify(JSON.parse(process.argv[1])))"
+    done = subprocess.run(
+        ["node", "-e", script, "[1152921504606846977, 9007199254740992]"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [2**60 + 24, 2**53]
+    assert "`1152921504606847000`" in (CLIENT / "README.md").read_text(encoding="utf-8")
+    assert "`1152921504606847000`" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
 # -- the README's commands ----------------------------------------------------------------------------
 
 README = CLIENT / "README.md"

@@ -329,3 +329,36 @@ def test_the_bundle_keeps_a_clients_ecma_pattern_inside_every_ref() -> None:
         changed = copy.deepcopy(record)
         change(changed)
         assert not ecma.is_valid(changed)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "problem"),
+    [
+        ("^ok|fine$", "must be anchored with ^...$"),  # validators search: `okay` would pass one, not the loader
+        ("^ok\\$", "must be anchored with ^...$"),  # an escaped dollar is no anchor
+        ("^[0-9]:\\d{1,4}$", "uses \\d, which ECMA-262 and Python read differently"),
+        ("^\\w+$", "uses \\w, which ECMA-262 and Python read differently"),
+        ("^a.b$", "uses `.` outside a class"),
+        ("^(?i:you)$", "uses '(?i': only (...), (?:...), (?=...) and (?!...) read alike"),
+        ("^(?P<word>you)$", "uses '(?P'"),
+    ],
+)
+def test_a_pattern_clients_would_read_differently_is_reported(schema_copy: Path, pattern: str, problem: str) -> None:
+    # Review bh F3: only the anchors' text was checked.
+    _edit(
+        schema_copy,
+        "content/system.schema.json",
+        lambda d: d["properties"]["system_message"].update({"pattern": pattern}),
+    )
+    found = list(problems(SchemaSet.load(schema_copy)))
+    assert any(f"pattern {pattern!r} {problem}" in p for p in found), found
+
+
+@pytest.mark.parametrize("pattern", ["^(?:ok|fine)$", "^a[.]b$", "^a\\.b$", "^[|]$", "^a\\\\$", "^(?=a)a$"])
+def test_a_pattern_every_client_reads_alike_is_accepted(schema_copy: Path, pattern: str) -> None:
+    _edit(
+        schema_copy,
+        "content/system.schema.json",
+        lambda d: d["properties"]["system_message"].update({"pattern": pattern}),
+    )
+    assert [p for p in problems(SchemaSet.load(schema_copy)) if "pattern" in p] == []

@@ -30,6 +30,11 @@ PORTABLE_KEYWORDS = frozenset(
     }
 )  # fmt: skip
 ROOT_KEYWORDS = frozenset({"$schema", "$id"})
+# Escapes ECMA-262 (`u` flag) and Python's `re` read differently (\d and \w take non-ASCII digits and
+# letters in Python; \s and \b differ in which spaces count), or that only Python knows (\A, \Z).
+_DIALECT_ESCAPES = frozenset("dDwWsSbBAZz")
+# Group openings both dialects read alike: plain, non-capturing, lookahead.
+_PORTABLE_GROUPS = ("(?:", "(?=", "(?!")
 _METASCHEMA = Draft202012Validator(Draft202012Validator.META_SCHEMA)
 # Keywords whose value maps names to subschemas, holds one subschema, or a list of them.
 _NAMED_SUBSCHEMAS = ("properties", "$defs")
@@ -106,9 +111,9 @@ def problems(schemas: SchemaSet) -> Iterator[str]:
             for keyword in sorted(keywords - PORTABLE_KEYWORDS):
                 yield f"{name}#{pointer}: keyword {keyword!r} is outside the portable subset"
             pattern = sub.get("pattern")
-            if isinstance(pattern, str) and not (pattern.startswith("^") and pattern.endswith("$")):
-                # Every client must read it alike: anchored, search and whole-string matching agree.
-                yield f"{name}#{pointer}: pattern {pattern!r} must be anchored with ^...$"
+            if isinstance(pattern, str):
+                for problem in pattern_problems(pattern):
+                    yield f"{name}#{pointer}: pattern {pattern!r} {problem}"
             values = sub.get("enum")
             if isinstance(values, list) and not all(v is None or isinstance(v, (str, int, float)) for v in values):
                 # lionmsg's validator compares enum values as JSON scalars (lionmsg/schema/validator.py)
@@ -135,6 +140,46 @@ def problems(schemas: SchemaSet) -> Iterator[str]:
             yield f"{name}: recursive $ref (outside the portable subset)"
         except Unresolvable:
             pass  # reported above
+
+
+def pattern_problems(pattern: str) -> Iterator[str]:
+    """What keeps every client from reading `pattern` alike (see README "Schema rules"): it must be
+    anchored (`^...$`, the final `$` unescaped, no `|` outside a group: validators search where the
+    generated loader matches whole strings), and hold only what ECMA-262 and Python read the same way
+    (no `.` outside a class, which differs on line separators; no \\d \\w \\s \\b and their negations,
+    which differ beyond ASCII; no inline flags, named groups or lookbehind)."""
+    found: list[str] = []
+    depth, in_class, index = 0, False, 0
+    top_level_bar = False
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            escaped = pattern[index + 1 : index + 2]
+            if escaped in _DIALECT_ESCAPES:
+                found.append(f"uses \\{escaped}, which ECMA-262 and Python read differently: spell the class out")
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "(":
+            if pattern.startswith("(?", index) and not pattern.startswith(_PORTABLE_GROUPS, index):
+                found.append(
+                    f"uses {pattern[index : index + 3]!r}: only (...), (?:...), (?=...) and (?!...) read alike"
+                )
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            top_level_bar = True
+        elif char == ".":
+            found.append("uses `.` outside a class, which ECMA-262 and Python match differently: spell the class out")
+        index += 1
+    ends_unescaped = pattern.endswith("$") and (len(pattern) - len(pattern[:-1].rstrip("\\")) - 1) % 2 == 0
+    if not (pattern.startswith("^") and ends_unescaped) or top_level_bar:
+        found.insert(0, "must be anchored with ^...$, an alternation inside a group (^(?:a|b)$)")
+    yield from dict.fromkeys(found)  # each problem once
 
 
 def _default_problems(schemas: SchemaSet, resolver: Any, where: str, sub: dict[str, Any]) -> Iterator[str]:

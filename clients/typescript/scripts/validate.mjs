@@ -20,8 +20,9 @@
 // (space, tab, CR: RFC 8259 `ws`) is blank and skipped; any other line is a record, so a line holding
 // only a BOM or a U+001C is a `parse` error (JavaScript's trim() drops the BOM, Python's strip() \x1c).
 //
-// `inexact` lists the instancePath of every number JavaScript cannot hold as the record wrote it: an
-// integer literal beyond ±(2^53 - 1), which JSON.parse rounds (2^60 + 1 reads as 2^60), and any
+// `inexact` lists the instancePath of every number JavaScript may not hold as the record wrote it: an
+// integer literal beyond ±(2^53 - 1), where a double no longer tells neighbouring integers apart
+// (2^60 + 1 reads as 2^60 and is written back as 1152921504606847000; some, such as 2^53, survive), and any
 // literal beyond the largest double, which it reads as Infinity (JSON.stringify then writes null).
 // Python reads integers exactly, so a JS service that reads such a record and writes it back changes
 // it although ajv calls both valid. It is information: `valid` stays the schema's verdict, which must
@@ -63,6 +64,7 @@ export function recordValidator(bundle = JSON.parse(readFileSync(BUNDLE, "utf8")
     strict: true, // unknown keywords, ignored keywords, type mismatches and the like throw at compile
     allowUnionTypes: true, // `"type": ["string", "null"]` is how the schemas spell nullable
     allErrors: true, // report every broken rule, not the first
+    validateFormats: false, // `format` is an annotation for every client (Python's validators ignore it)
     // unicodeRegExp (default true): patterns are compiled with the `u` flag, ECMA-262 semantics.
   });
   // The `x-` keywords carry Python-only facts; declared as a vocabulary they are allowed and ignored.
