@@ -159,6 +159,30 @@ def test_the_typescript_client_reads_an_absent_system_prompt_as_the_schemas_defa
     assert (line["kind"], line["describe"]) == ("System", f"system prompt {json.dumps(prompt)}")
 
 
+def test_describe_reads_stdin_strictly_and_reports_a_bad_line_without_a_trace() -> None:
+    # Review bh F6: stdin was decoded leniently (bad bytes became U+FFFD), trim() dropped a BOM line, and a
+    # bad line ended the script with a stack trace.
+    record = {"id": _UUID, "created_at": 1.0, "metadata": {"lion_class": "Instruction"}}
+    stdin = json.dumps(record).encode() + b"\n\xef\xbb\xbf{}\ncaf\xe9\n \t\n[1,\n"
+    done = subprocess.run(
+        ["node", str(CLIENT / "scripts" / "client-records.mjs"), "--describe"],
+        input=stdin,
+        capture_output=True,
+        cwd=REPO,
+        timeout=300,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (1, b"")
+    lines = [json.loads(line) for line in done.stdout.decode("utf-8").splitlines()]
+    assert lines[0]["kind"] == "Instruction"
+    assert [(line["line"], line["error"].split(":")[0]) for line in lines[1:3]] == [
+        (2, "Unexpected UTF-8 BOM"),
+        (3, "not UTF-8 text"),
+    ]
+    assert lines[3]["line"] == 5  # JSON.parse's own message, which differs between Node.js versions
+    assert len(lines) == 4
+
+
 def _with_image(image: str) -> dict[str, Any]:
     return {"id": _UUID, "created_at": 1.0, "metadata": {"lion_class": "Instruction"}, "content": {"images": [image]}}
 

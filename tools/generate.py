@@ -263,11 +263,13 @@ def _jinja() -> jinja2.Environment:
     return env
 
 
-def _python_default(value: Any) -> str:
-    """A record default as Python source for the envelope fields."""
-    roles = {"system", "user", "assistant", "unset", "action"}
-    if isinstance(value, str) and value in roles:
-        return f"MessageRole.{value.upper()}"
+def _python_default(value: Any, schemas: SchemaSet) -> str:
+    """A record default as Python source for the envelope fields: a role (role.schema.json's enum) as
+    its MessageRole member."""
+    role = schemas.get("role.schema.json")
+    members = dict(zip(role["enum"], role["x-enum-varnames"], strict=True))
+    if isinstance(value, str) and value in members:
+        return f"MessageRole.{members[value]}"
     return repr(value)
 
 
@@ -389,8 +391,8 @@ def _kinds(schemas: SchemaSet) -> Iterator[Kind]:
             role=props["role"]["const"],
             content_class=content_class,
             content_description=props["content"].get("description", envelope["content"]["description"]),
-            sender_default=_python_default(props.get("sender", envelope["sender"])["default"]),
-            recipient_default=_python_default(props.get("recipient", envelope["recipient"])["default"]),
+            sender_default=_python_default(props.get("sender", envelope["sender"])["default"], schemas),
+            recipient_default=_python_default(props.get("recipient", envelope["recipient"])["default"], schemas),
             behaviour=_module_and_name(schema.get("x-lionmsg-behaviour")),
         )
 

@@ -93,7 +93,7 @@ const INTEGER_LITERAL = /^-?\d+$/;
 const NUMBER_LITERAL = /-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
 
 /** The JSON text `bytes` hold; throws when they are not UTF-8 or begin with a BOM. */
-function utf8Text(bytes) {
+export function utf8Text(bytes) {
   let text;
   try {
     text = UTF8.decode(bytes);
@@ -208,7 +208,7 @@ function verdict(validate, name, bytes) {
 
 /** The lines of `bytes`, split at "\n" as String.split would be: a 0x0A byte is never inside a UTF-8
  * sequence, so each line can be decoded (and refused) on its own. */
-function* byteLines(bytes) {
+export function* byteLines(bytes) {
   for (let start = 0; start <= bytes.length; ) {
     const newline = bytes.indexOf(0x0a, start);
     const end = newline === -1 ? bytes.length : newline;
@@ -217,7 +217,7 @@ function* byteLines(bytes) {
   }
 }
 
-function isBlank(bytes) {
+export function isBlank(bytes) {
   return bytes.every((byte) => JSON_WHITE_SPACE.has(byte));
 }
 
