@@ -775,3 +775,12 @@ def test_every_change_swaps_in_a_new_fields_dict_and_leaves_the_one_a_reader_hol
     assert (message.sender, message.recipient, message.channel) == ("tool-7", MessageRole.USER, "ops")
     assert (message.content.guidance, message.metadata["extra"]) == ("Briefly.", {"a": 1})
     assert {"sender", "recipient", "channel"} <= message.model_fields_set
+
+
+@pytest.mark.parametrize("created_at", [1e308, 253402300800.0, 1e18, -1e15])
+def test_a_created_at_no_datetime_holds_is_one_value_error(created_at: float) -> None:
+    # Review bg O1: the schema allows any finite number; fromtimestamp raised three types by value.
+    message = Instruction(content={}, created_at=created_at)
+    with pytest.raises(ValueError, match=r"^created_at .* is no time a datetime can hold \(years 1 to 9999\)$"):
+        message.created_datetime  # noqa: B018
+    assert message.created_at == created_at

@@ -233,8 +233,15 @@ class Element(BaseModel):
 
     @property
     def created_datetime(self) -> datetime:
-        """`created_at` as a UTC-aware datetime, as LionAGI gives it."""
-        return datetime.fromtimestamp(self.created_at, tz=timezone.utc)
+        """`created_at` as a UTC-aware datetime, as LionAGI gives it; a ValueError for a time no datetime
+        holds (the schema allows any finite number: LionAGI raises OverflowError, OSError or ValueError
+        by the platform's and the value's limits)."""
+        try:
+            return datetime.fromtimestamp(self.created_at, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise ValueError(
+                f"created_at {self.created_at!r} is no time a datetime can hold (years 1 to 9999)"
+            ) from None
 
     # -- records -------------------------------------------------------------------------------
 
