@@ -237,13 +237,12 @@ def _entries(path: str, text: str) -> Iterator[_Entry]:
         if document is not _NOT_ONE_VALUE:
             yield from _document_entries(label, document)
             return
-        first_line = next((line for line in text.split("\n") if line.strip(" \t\r")), "")
-        if first_line.strip(" \t\r") not in ("{", "["):
+        if not _pretty_printed(text):
             yield from _json_lines(label, text)  # records on lines of their own, some of them broken
             return
-        # A pretty-printed document (its first line a bare bracket: a record or several, `jq`'s output) that
-        # is not one value: its own error at its place (a missing comma; "Extra data" where a second one
-        # starts), as the same text in a .json file gets, not an error for each of its lines.
+        # A pretty-printed document (a record or several: `jq`'s output) that is not one value: its own
+        # error at its place (a missing comma; "Extra data" where a second one starts), as the same text in
+        # a .json file gets, not an error for each of its lines.
         try:
             loads_json(text)
         except json.JSONDecodeError as error:
@@ -258,6 +257,16 @@ def _entries(path: str, text: str) -> Iterator[_Entry]:
         yield _Entry(f"{label}:{error.lineno}", syntax_error=f"not valid JSON: {error.msg} (column {error.colno})")
         return
     yield from _document_entries(label, document)
+
+
+def _pretty_printed(text: str) -> bool:
+    """Whether text that is not one JSON value reads as a pretty-printed document rather than JSON Lines:
+    its first line is a bare `{` or `[`, and no line holds a record (an object) by itself (a torn first
+    line in a log of records is JSON Lines still)."""
+    lines = [line for line in text.split("\n") if line.strip(" \t\r")]
+    if not lines or lines[0].strip(" \t\r") not in ("{", "["):
+        return False
+    return not any(isinstance(_one_value(line), dict) for line in lines[1:])
 
 
 def _json_lines(label: str, text: str) -> Iterator[_Entry]:

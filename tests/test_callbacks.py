@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import sys
 from typing import Any, cast
@@ -827,3 +828,44 @@ def test_an_entry_that_cannot_be_called_in_the_async_snapshot_is_a_failure_named
     with pytest.raises(TypeError, match=r"^on_message_added callback 42 is not callable$"):
         run(run_async_callbacks([42, ran.append], message, None, "a_add_message"))
     assert ran == [message]
+
+
+# -- review bj: what is no stop stays itself ----------------------------------------------------------
+
+
+def test_a_failure_in_a_task_that_swallowed_an_earlier_cancellation_is_the_failure() -> None:
+    # A task whose earlier cancellation was swallowed without uncancel() is "being cancelled" for ever;
+    # an observer's failure made of no cancellation must not become one.
+    async def fails(message: Message) -> None:
+        await asyncio.sleep(0)
+        raise ValueError("observer bug")
+
+    async def main() -> BaseException:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(1)
+        return await raised_by(MessageManager(on_message_added=[fails]).a_add_message(instruction="x"))
+
+    raised = run(main())
+    assert type(raised) is ValueError
+    assert str(raised) == "observer bug"
+
+
+def test_an_exit_an_observer_raises_while_the_add_is_cancelled_is_no_cancellation() -> None:
+    async def exits(message: Message) -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            sys.exit(3)
+
+    async def main() -> None:
+        adding = asyncio.ensure_future(MessageManager(on_message_added=[exits]).a_add_message(instruction="x"))
+        await asyncio.sleep(0.01)
+        adding.cancel()
+        await raised_by(adding)
+
+    with pytest.raises(SystemExit) as raised:  # asyncio takes it out of the loop, as it does every exit
+        run(main())
+    assert raised.value.code == 3

@@ -481,6 +481,13 @@ def test_validate_reads_an_array_from_stdin_item_by_item(monkeypatch: pytest.Mon
         ("\n  \n", 0, summary(0, 0)),
         (json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n", 0, summary(2, 0)),  # two values: JSON Lines
         ("[1,\n", 1, "-:1: not valid JSON: Expecting value (column 4)\n" + summary(1, 1)),
+        # A log whose first record was torn to a bare `{`: JSON Lines still, for the records on the lines
+        # after it (review bj F4).
+        (
+            "{\n" + json.dumps(GOOD) + "\n",
+            1,
+            "-:1: not valid JSON: Expecting property name enclosed in double quotes (column 2)\n" + summary(2, 1),
+        ),
         # A broken first record on a line of its own: still JSON Lines (its first line is no bare bracket).
         (
             "[1\n" + json.dumps(GOOD) + "\n",

@@ -174,6 +174,9 @@ def test_the_choices_of_every_content_class_are_its_schemas_enums() -> None:
         assert getattr(getattr(content, schema["title"]), "_CHOICES", {}) == enums, path.name
         checked += bool(enums)
     assert checked >= 1  # image_detail's, at least
+    # The renderer reads image_detail's values there: an enum the generator does not see (under anyOf,
+    # say) would leave it a KeyError at render time.
+    assert "image_detail" in content.InstructionContent._CHOICES
 
 
 def test_a_changed_kind_default_changes_the_message_class(modified_package: ModuleType) -> None:

@@ -8,7 +8,9 @@ import copy
 import json
 import math
 import re
+import subprocess
 import sys
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
@@ -1067,3 +1069,75 @@ def test_writing_copying_and_owning_a_deep_value_do_not_depend_on_the_callers_st
     loaded = _called_from_depth(deep, lambda: Instruction.from_dict(loaded_record))
     assert loaded.content.prompt_context == [given]
     assert loaded.content.prompt_context[0] is not given  # the message's own copy
+
+
+def _finishes(function: Callable[[], Any], seconds: float = 60) -> Any:
+    """`function()`'s result or exception, from a thread that must finish (a hang fails the test)."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = function()
+        except BaseException as error:
+            outcome["error"] = error
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), "hung"
+    return outcome
+
+
+def test_copying_on_a_fresh_stack_never_runs_a_values_own_copy_which_may_wait_for_a_held_lock() -> None:
+    # Review bj F2: the retry deep-copied any value on another thread; a Pile's __deepcopy__ takes its lock,
+    # which the caller held: both waited for ever. Only plain JSON is copied again on a fresh stack.
+    pile: Pile[Message] = Pile()
+    message = Instruction.model_validate({"metadata": {"pile": pile, "deep": _nested(300)}})
+
+    def clone_holding_the_lock() -> Any:
+        with pile.thread_lock:
+            return _called_from_depth(sys.getrecursionlimit() - 400, message.clone)
+
+    outcome = _finishes(clone_holding_the_lock)
+    assert type(outcome.get("error")) is ValueError  # too deep for this stack, as before the retries
+    manager = MessageManager()
+    deep: Any = ()
+    for _ in range(400):
+        deep = (deep,)
+    outcome = _finishes(
+        lambda: manager.add_message(instruction="x", context={"history": manager.messages, "deep": deep})
+    )
+    assert "error" not in outcome
+    assert len(manager) == 1
+
+
+def test_no_retry_on_a_fresh_stack_where_threads_get_small_stacks() -> None:
+    # Review bj F11: with threading.stack_size() set small, a retry crashed Python 3.10 (the C stack);
+    # the caller's error stands instead. In a process of its own: the setting is process-wide.
+    script = (
+        "import sys, threading\n"
+        "threading.stack_size(128 * 1024)\n"
+        "from lionmsg import Instruction\n"
+        "value = 0\n"
+        "for _ in range(400): value = [value]\n"
+        "message = Instruction(content={'instruction': 'q', 'context': [value]})\n"
+        "def down(n): return message.to_dict() if n == 0 else down(n - 1)\n"
+        "try:\n"
+        "    down(sys.getrecursionlimit() - 200)\n"
+        "except ValueError as error:\n"
+        "    print(error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == "cannot write the record: a value in it refers to itself or is nested too deeply\n"
+
+
+def test_a_subclass_may_declare_metadata_that_is_none() -> None:
+    # Review bj F10: the metadata check assumed a dict.
+    class Annotated(Element):
+        metadata: dict[str, Any] | None = None  # type: ignore[assignment]
+
+    assert Annotated.model_validate({"metadata": None}).metadata is None
+    assert Annotated.model_validate({"metadata": {"lion_class": "Annotated", "a": 1}}).metadata == {"a": 1}
+    with pytest.raises(ValidationError, match="Metadata class mismatch"):
+        Annotated.model_validate({"metadata": {"lion_class": "System"}})

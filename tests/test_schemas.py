@@ -342,6 +342,14 @@ def test_the_bundle_keeps_a_clients_ecma_pattern_inside_every_ref() -> None:
         ("^a.b$", "uses `.` outside a class"),
         ("^(?i:you)$", "uses '(?i': only (...), (?:...), (?=...) and (?!...) read alike"),
         ("^(?P<word>you)$", "uses '(?P'"),
+        ("^[]a]$", "uses `[]` or `[^]`"),
+        ("^[^]$", "uses `[]` or `[^]`"),
+        ("^a*+$", "uses a possessive quantifier"),
+        ("^a{,3}$", "uses {,n}"),
+        ("^\\p{L}$", "uses '\\\\p{', which only one of ECMA-262 and Python reads"),
+        ("^\\u{41}$", "uses '\\\\u{'"),
+        ("^(a)\\1$", "uses '\\\\1'"),
+        ("^[\\d]$", "uses \\d"),  # in a class too
     ],
 )
 def test_a_pattern_clients_would_read_differently_is_reported(schema_copy: Path, pattern: str, problem: str) -> None:
@@ -355,7 +363,9 @@ def test_a_pattern_clients_would_read_differently_is_reported(schema_copy: Path,
     assert any(f"pattern {pattern!r} {problem}" in p for p in found), found
 
 
-@pytest.mark.parametrize("pattern", ["^(?:ok|fine)$", "^a[.]b$", "^a\\.b$", "^[|]$", "^a\\\\$", "^(?=a)a$"])
+@pytest.mark.parametrize(
+    "pattern", ["^(?:ok|fine)$", "^a[.]b$", "^a\\.b$", "^[|]$", "^a\\\\$", "^(?=a)a$", "^[\\b]$", "^a+?$", "^\\u0041$"]
+)
 def test_a_pattern_every_client_reads_alike_is_accepted(schema_copy: Path, pattern: str) -> None:
     _edit(
         schema_copy,

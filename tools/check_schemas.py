@@ -8,6 +8,7 @@ The portable subset (design.md §3) is the part of JSON Schema 2020-12 that draf
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -145,9 +146,11 @@ def problems(schemas: SchemaSet) -> Iterator[str]:
 def pattern_problems(pattern: str) -> Iterator[str]:
     """What keeps every client from reading `pattern` alike (see README "Schema rules"): it must be
     anchored (`^...$`, the final `$` unescaped, no `|` outside a group: validators search where the
-    generated loader matches whole strings), and hold only what ECMA-262 and Python read the same way
-    (no `.` outside a class, which differs on line separators; no \\d \\w \\s \\b and their negations,
-    which differ beyond ASCII; no inline flags, named groups or lookbehind)."""
+    generated loader matches whole strings), and hold only what ECMA-262 (`u` flag) and Python read the
+    same way: no `.` outside a class (line separators), no \\d \\w \\s \\b or their negations (beyond
+    ASCII; `[\\b]`, a backspace in both, is fine), no \\p{...}, \\u{...} or a backslash before a digit
+    (back-references, octal), no inline flags, named groups or lookbehind, no `[]` or `[^]`, no
+    possessive quantifier and no `{,n}`."""
     found: list[str] = []
     depth, in_class, index = 0, False, 0
     top_level_bar = False
@@ -155,14 +158,21 @@ def pattern_problems(pattern: str) -> Iterator[str]:
         char = pattern[index]
         if char == "\\":
             escaped = pattern[index + 1 : index + 2]
-            if escaped in _DIALECT_ESCAPES:
+            if escaped in _DIALECT_ESCAPES and not (in_class and escaped == "b"):
                 found.append(f"uses \\{escaped}, which ECMA-262 and Python read differently: spell the class out")
+            elif escaped in ("p", "P") or escaped.isdigit() or pattern.startswith("u{", index + 1):
+                spelled = pattern[index : index + (2 if escaped.isdigit() else 3)]
+                found.append(f"uses {spelled!r}, which only one of ECMA-262 and Python reads")
             index += 2
             continue
         if in_class:
             in_class = char != "]"
         elif char == "[":
+            if pattern.startswith(("[]", "[^]"), index):
+                found.append("uses `[]` or `[^]`, which ECMA-262 and Python read differently")
             in_class = True
+            index += 2 if pattern.startswith("[^", index) else 1  # a `]` first in a class is no end in Python
+            continue
         elif char == "(":
             if pattern.startswith("(?", index) and not pattern.startswith(_PORTABLE_GROUPS, index):
                 found.append(
@@ -175,7 +185,15 @@ def pattern_problems(pattern: str) -> Iterator[str]:
             top_level_bar = True
         elif char == ".":
             found.append("uses `.` outside a class, which ECMA-262 and Python match differently: spell the class out")
+        elif char in "*+?}" and pattern.startswith("+", index + 1):
+            found.append("uses a possessive quantifier, which ECMA-262 does not know")
+        elif char == "{" and pattern.startswith(",", index + 1):
+            found.append("uses {,n}, which Python reads as {0,n} and ECMA-262 as text")
         index += 1
+    try:
+        re.compile(pattern)
+    except re.error as error:
+        found.append(f"is no regular expression Python reads ({error})")
     ends_unescaped = pattern.endswith("$") and (len(pattern) - len(pattern[:-1].rstrip("\\")) - 1) % 2 == 0
     if not (pattern.startswith("^") and ends_unescaped) or top_level_bar:
         found.insert(0, "must be anchored with ^...$, an alternation inside a group (^(?:a|b)$)")
@@ -192,6 +210,8 @@ def _default_problems(schemas: SchemaSet, resolver: Any, where: str, sub: dict[s
         for error in Draft202012Validator(whole).iter_errors(sub["default"]):
             yield f"{where}: its default {sub['default']!r} breaks the schema: {error.message}"
     except Unresolvable:  # a keyword outside the subset ($dynamicRef), reported as such
+        return
+    except re.error:  # a pattern Python cannot read: reported where the pattern is
         return
 
 

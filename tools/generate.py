@@ -294,8 +294,8 @@ def render_content(schemas: SchemaSet) -> str:
             check = compile_check({k: v for k, v in prop.items() if k == EXPECTED_ANNOTATION or not k.startswith("x-")})
             if check is not None:
                 prop["x-lionmsg-check"] = {"expr": check.expr, "expected": check.expected}
-            if "enum" in prop:  # the values, for the behaviour's own checks (e.g. at render time)
-                prop["x-lionmsg-choices"] = prop["enum"]
+            if "enum" in prop:  # the values, for the behaviour's own checks (e.g. at render time): Python source
+                prop["x-lionmsg-choices"] = "frozenset({" + ", ".join(map(repr, prop["enum"])) + "})"
             # The default as a Python expression (a fresh list or dict on every evaluation).
             prop["x-lionmsg-default"] = repr(prop.get("default"))
         module, base = _module_and_name(schema["x-lionmsg-behaviour"]) or ("", "")

@@ -645,14 +645,7 @@ class InstructionContent(InstructionBehaviour):
     # The values the schema allows a field (its `enum`): what the behaviour checks again where the field
     # may have been assigned since construction.
     _CHOICES: ClassVar[dict[str, frozenset[Any]]] = {
-        "image_detail": frozenset(
-            {
-                "low",
-                "high",
-                "auto",
-                None,
-            }
-        ),
+        "image_detail": frozenset({"low", "high", "auto", None}),
     }
 
     def _normalize_and_check(self) -> None:

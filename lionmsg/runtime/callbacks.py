@@ -53,17 +53,34 @@ _STOPPING = (asyncio.CancelledError, GeneratorExit)
 def _stops_the_add(error: BaseException) -> bool:
     """Whether `error`, raised out of an awaited observer, is the add being stopped (else an observer's
     own failure): its coroutine closed, or, while the task running it is being cancelled, a CancelledError
-    or whatever error the observer made of one (its cleanup failed, a client wrapped it)."""
+    or an error the observer made of one (raised while handling it: its cleanup failed, a client wrapped
+    it). An exit or interrupt (`SystemExit`, `KeyboardInterrupt`) is never made into a stop."""
     if isinstance(error, GeneratorExit):
         return True
     cancelled_error = isinstance(error, asyncio.CancelledError)
+    if not cancelled_error and not (isinstance(error, Exception) and _made_of_a_cancellation(error)):
+        return False
     if sys.version_info < (3, 11):  # 3.10 cannot tell: every CancelledError stops it, nothing else
         return cancelled_error
     try:
         task = asyncio.current_task()
     except RuntimeError:  # driven by hand, with no loop: only a cancellation throws one in
         return cancelled_error
-    return cancelled_error if task is None else task.cancelling() > 0
+    if task is None:
+        return cancelled_error
+    return task.cancelling() > 0
+
+
+def _made_of_a_cancellation(error: BaseException) -> bool:
+    """Whether a CancelledError is among what `error` was raised from or while handling."""
+    seen: set[int] = set()
+    cause = error.__cause__ or error.__context__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, asyncio.CancelledError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def is_async_callback(callback: Any) -> bool:

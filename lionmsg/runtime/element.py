@@ -193,14 +193,16 @@ class Element(BaseModel):
 
     @field_validator("metadata")
     @classmethod
-    def _strip_lion_class(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _strip_lion_class(cls, value: Any) -> Any:
         # `lion_class` is a wire discriminator, not user data: check it names this class, then drop it.
         # After pydantic's validation: whatever Mapping was given is a dict of text keys by then (a bytes
-        # key `b"lion_class"` included), and the dict is a new one, ours to change.
-        if "lion_class" in value:
-            named = value.pop("lion_class")
+        # key `b"lion_class"` included). A subclass may declare metadata otherwise (None allowed, say);
+        # a new dict is made, in case its type keeps the caller's own.
+        if isinstance(value, Mapping) and "lion_class" in value:
+            named = value["lion_class"]
             if not isinstance(named, str) or lion_class_name(named) != cls.__name__:
                 raise ValueError(f"Metadata class mismatch: lion_class {named!r} does not name {cls.__name__}")
+            value = {key: item for key, item in value.items() if key != "lion_class"}
         return value
 
     # `dict[Any, Any]`: pydantic writes the keys of a `dict[str, ...]` return lossily, a lone surrogate as

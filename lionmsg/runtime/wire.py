@@ -7,6 +7,7 @@ import _thread
 import json
 import math
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar, copy_context
@@ -123,7 +124,7 @@ def _decode(text: str, on_fresh_stack: bool = False) -> Any:
     except ValueError as error:  # a hook refused a literal (`NaN`, `1e400`); hooks are given no place
         raise json.JSONDecodeError(str(error), text, _refused_literal_at(text)) from None
     except RecursionError:  # the C scanner recurses per level: too deep a document is bad input too
-        if not on_fresh_stack:
+        if not on_fresh_stack and fresh_stack_available():
             # The frames under this call count against the scanner's depth, so a record written near the
             # limit would read at one stack depth and not at a deeper one (a store's row, a snapshot): it is
             # read again where the stack is empty, in a thread of its own, and refused only if it fails there.
@@ -146,8 +147,25 @@ def on_fresh_stack(function: Callable[..., Any], *arguments: Any) -> Any:
     """`function(*arguments)` again where the stack is empty, in a copy of this context (the finiteness
     notes stay visible): for a writer or a copy that recursed once per level of a value and ran out of
     stack, so that what it can do does not depend on how deep its caller is (as for reading). Only for
-    work that takes no lock: the caller waits for it, holding whatever it holds."""
+    work that runs no code of the caller's and takes no lock: the caller waits for it, holding whatever
+    it holds. RecursionError, as the caller's, where no fresh stack would help (see
+    `fresh_stack_available`)."""
+    if not fresh_stack_available():
+        raise RecursionError("no fresh stack to run on")
     return _on_fresh_stack(copy_context().run, function, *arguments)
+
+
+# Below this a new thread's stack may not hold as many frames as the recursion limit allows (Python 3.10
+# spends C stack on every Python call, and `threading.stack_size()` may have been set small): a retry
+# there could crash the process where the caller's RecursionError is an error it can handle.
+_ENOUGH_STACK = 4 * 1024 * 1024
+_FRESH = threading.local()  # `on` in a thread `_on_fresh_stack` started: no retry inside a retry
+
+
+def fresh_stack_available() -> bool:
+    """Whether `on_fresh_stack` would run (see `_ENOUGH_STACK`)."""
+    size = _thread.stack_size()
+    return (size == 0 or size >= _ENOUGH_STACK) and not getattr(_FRESH, "on", False)
 
 
 def _on_fresh_stack(function: Callable[..., Any], *arguments: Any) -> Any:
@@ -159,6 +177,7 @@ def _on_fresh_stack(function: Callable[..., Any], *arguments: Any) -> Any:
     finished.acquire()
 
     def run() -> None:
+        _FRESH.on = True
         try:
             outcome["value"] = function(*arguments)
         except BaseException as error:  # handed to the caller, whatever it is
@@ -234,7 +253,7 @@ def write_json(record: Any) -> str:
             try:
                 return _dumps(record)
             except RecursionError:  # as for reading: the frames under this call count, so again on a fresh stack
-                return cast(str, _on_fresh_stack(_dumps, record))
+                return cast(str, on_fresh_stack(_dumps, record))
         except RecursionError:
             raise ValueError(UNWRITABLE_DEPTH) from None
         except (TypeError, ValueError):

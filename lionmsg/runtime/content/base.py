@@ -288,13 +288,17 @@ def owned_copy(value: Any) -> Any:
 
 
 def _copy_at_any_depth(copy_of: Callable[[Any], Any], value: Any) -> Any:
-    """`copy_of(value)`, on a fresh stack when the caller's is too deep for it: whether a message owns its
-    copy, or can be cloned, never depends on how deep its caller is (RecursionError when the value is
-    too deep there too)."""
+    """`copy_of(value)`; when the caller's stack is too deep for it, plain JSON data is copied again on
+    a fresh stack, so whether a message owns such a copy, or can be cloned, does not depend on how deep
+    its caller is. Nothing else is: copying it runs its own `__deepcopy__`, which may wait for a lock
+    this thread holds (a Pile's) while this thread waits for the copy. RecursionError otherwise."""
     try:
         return copy_of(value)
     except RecursionError:
-        return on_fresh_stack(copy_of, value)
+        copied = on_fresh_stack(json_copy, value)  # RecursionError when too deep there too
+        if copied is MISSING:
+            raise
+        return copied
 
 
 def _copy_or_keep(value: Any) -> Any:
@@ -421,7 +425,7 @@ def _copy_around_uncopyable(value: Any) -> Any:
 
 def _copy_part(value: Any) -> Any:
     try:
-        return _copy_at_any_depth(deep_copy, value)
+        return deep_copy(value)
     except RecursionError:
         raise
     except Exception:  # rebuilt around the uncopyable part (only on this rare road: quadratic in depth)

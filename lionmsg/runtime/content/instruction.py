@@ -162,7 +162,7 @@ class InstructionBehaviour(MessageContent):
         detail = self.image_detail or "auto"
         allowed = self._CHOICES["image_detail"]  # assigned since construction, perhaps: checked again
         if detail not in allowed:
-            named = ", ".join(sorted(value for value in allowed if value is not None))
+            named = ", ".join(sorted(str(value) for value in allowed if value is not None))
             raise ValueError(f"InstructionContent.image_detail {detail!r} is not one of {named}")
         parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
         parts.extend(
