@@ -869,3 +869,14 @@ def test_an_exit_an_observer_raises_while_the_add_is_cancelled_is_no_cancellatio
     with pytest.raises(SystemExit) as raised:  # asyncio takes it out of the loop, as it does every exit
         run(main())
     assert raised.value.code == 3
+
+
+def test_an_observers_own_group_of_one_stays_a_group_beside_the_listeners_failure() -> None:
+    # Review bj F6: only the groups lionmsg makes for a lone failure are taken apart when grouped again.
+    own = BaseExceptionGroup("my sub hooks failed", [asyncio.CancelledError("mine")])
+    manager = MessageManager(on_message_added=[_failing(own)])
+    manager.on_history_changed.append(_listener_fails)
+    with pytest.raises(BaseExceptionGroup) as raised:
+        manager.add_message(system="Be brief.")
+    assert str(raised.value) == "add_message hooks failed (2 sub-exceptions)"
+    assert raised.value.exceptions[1] is own

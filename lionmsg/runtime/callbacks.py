@@ -27,7 +27,7 @@ import inspect
 import sys
 from collections.abc import Callable, Sequence
 from types import AsyncGeneratorType, CoroutineType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.10 CI run
     from exceptiongroup import BaseExceptionGroup
@@ -268,16 +268,15 @@ def _combined(errors: list[BaseException], hook: str) -> BaseException:
     """One failure as itself (but see `_NEVER_ALONE`), several as one group."""
     if len(errors) == 1 and not isinstance(errors[0], _NEVER_ALONE):
         return errors[0]
-    return BaseExceptionGroup(f"{hook} hooks failed", errors)
+    group = BaseExceptionGroup(f"{hook} hooks failed", errors)
+    if len(errors) == 1:
+        group._lionmsg_lone = True  # type: ignore[attr-defined]  # see _unwrapped
+    return group
 
 
 def _unwrapped(failure: BaseException) -> BaseException:
-    """A failure `_combined` put in a group of one, as itself again: in a group with another it is safe."""
-    if (
-        isinstance(failure, BaseExceptionGroup)
-        and len(failure.exceptions) == 1
-        and isinstance(failure.exceptions[0], _NEVER_ALONE)
-        and failure.message.endswith(" hooks failed")
-    ):
-        return failure.exceptions[0]
+    """A failure `_combined` put in a group of one, as itself again: in a group with another it is safe.
+    Only such a group (marked so): an observer's own group of one stays as it raised it."""
+    if getattr(failure, "_lionmsg_lone", False):
+        return cast("BaseExceptionGroup[BaseException]", failure).exceptions[0]
     return failure
