@@ -295,3 +295,37 @@ def test_a_pile_lets_go_of_event_loops_its_owners_dropped_without_closing() -> N
     gc.collect()
     assert [ref() for ref in dropped] == [None, None, None]
     assert len(manager) == 4
+
+
+@pytest.mark.parametrize("operation", ["a_add_message", "aclear_messages"])
+def test_an_async_change_waits_for_a_thread_holding_the_pile_without_stopping_the_loop(operation: str) -> None:
+    # Review bi note: aclear_messages waited for the thread lock blocking, so every task of the loop
+    # stopped while another thread held the pile; a_add_message waits in slices.
+    manager = MessageManager()
+    manager.add_message(instruction="before")
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with manager.messages.thread_lock:
+            taken.set()
+            release.wait(30)
+
+    async def main() -> int:
+        ticks_while_held = 0
+        holder = threading.Thread(target=hold)
+        holder.start()
+        taken.wait(30)
+        if operation == "a_add_message":
+            change = asyncio.ensure_future(manager.a_add_message(instruction="after"))
+        else:
+            change = asyncio.ensure_future(manager.aclear_messages())
+        for _ in range(5):  # the loop goes on while the change waits
+            await asyncio.sleep(0.01)
+            ticks_while_held += not change.done()
+        release.set()
+        await change
+        holder.join()
+        return ticks_while_held
+
+    assert asyncio.run(main()) == 5
+    assert len(manager) == (2 if operation == "a_add_message" else 0)

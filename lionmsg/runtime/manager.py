@@ -221,7 +221,15 @@ class MessageManager:
 
     async def aclear_messages(self) -> None:
         async with self.messages:
-            self.clear_messages()
+            # The thread lock as a_add_message takes it: a blocking wait for another thread would stop the
+            # loop's other tasks (clear_messages takes it again, re-entrantly).
+            thread_lock = self.messages._lock
+            if not thread_lock.acquire(False):
+                await acquire_without_blocking_the_loop(thread_lock)
+            try:
+                self.clear_messages()
+            finally:
+                thread_lock.release()
 
     # -- adding ------------------------------------------------------------------------------------
 
