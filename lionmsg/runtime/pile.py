@@ -511,12 +511,15 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         loop = asyncio.get_running_loop()
         lock = self._locks.get(loop)
         if lock is None:
-            # Forget the locks of finished loops (closed, or neither running nor holding the lock: an
-            # unclosed loop its owner dropped would stay alive here with its descriptors), never one a
-            # running loop may hold: that let a second holder in and made its holder's release fail.
-            # Each loop has its own lock, so it excludes the tasks of one loop only (README: threads).
+            # Forget the locks of finished loops (closed, or neither running nor holding the lock nor
+            # queueing for it: an unclosed loop its owner dropped would stay alive here with its
+            # descriptors), never one a loop may hold or be about to: that let a second holder in and
+            # made its holder's release fail (a waiter woken in a stopped loop's last turn takes the
+            # lock when that loop runs again). Each loop has its own lock, so it excludes the tasks of
+            # one loop only (README: threads).
             for other, held in list(self._locks.items()):  # list(): atomic against another thread's turn
-                if other.is_closed() or (not other.is_running() and not held.locked()):
+                queued = getattr(held, "_waiters", None)  # asyncio.Lock's queue (None until first used)
+                if other.is_closed() or (not other.is_running() and not held.locked() and not queued):
                     self._locks.pop(other, None)
             lock = self._locks[loop] = asyncio.Lock()
         return lock
