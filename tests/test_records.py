@@ -781,6 +781,16 @@ def test_from_json_reads_text_and_utf8_bytes_only() -> None:
             Message.from_json(document)
 
 
+@pytest.mark.parametrize("document", [memoryview(b"{}"), 12, None, [1], {"id": "x"}])
+def test_json_readers_refuse_what_is_neither_text_nor_bytes_as_json_loads_does(document: Any) -> None:
+    # Review bg O2: a memoryview reached the decoder's regex ("cannot use a string pattern on a
+    # bytes-like object"); every reader now names the type in json.loads's own words.
+    expected = f"^the JSON object must be str, bytes or bytearray, not {type(document).__name__}$"
+    for reader in (Message.from_json, MessageManager.from_json, Pile.from_json, Exchange.from_json, Branch.from_json):
+        with pytest.raises(TypeError, match=expected):
+            reader(document)
+
+
 @pytest.mark.parametrize(
     "document",
     [

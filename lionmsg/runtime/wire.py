@@ -102,7 +102,11 @@ def loads_json(text: str | bytes) -> Any:
     # is a BOM, in bytes or text.
     if isinstance(text, (bytes, bytearray)):
         text = text.decode("utf-8")
-    if isinstance(text, str) and text.startswith("\ufeff"):
+    elif not isinstance(text, str):
+        # json.loads's own wording; without it a memoryview reached the decoder's regex as "cannot use a
+        # string pattern on a bytes-like object".
+        raise TypeError(f"the JSON object must be str, bytes or bytearray, not {type(text).__name__}")
+    if text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     return _decode(text)
 
