@@ -238,6 +238,43 @@ def test_a_lock_held_in_this_thread_lets_this_thread_in() -> None:
     assert_consistent(manager.messages)
 
 
+HISTORY_CHANGES: dict[str, Callable[[MessageManager], Any]] = {
+    "clear_messages": lambda m: m.clear_messages(),
+    "aclear_messages": lambda m: asyncio.run(m.aclear_messages()),
+    "set_system": lambda m: m.set_system(System(content={"system_message": "another"})),
+    "add_message(system=...)": lambda m: m.add_message(system="be verbose"),
+    "a_add_message(system=...)": lambda m: asyncio.run(m.a_add_message(system="be verbose")),
+    "add_message": lambda m: m.add_message(instruction="late"),
+    "a_add_message": lambda m: asyncio.run(m.a_add_message(instruction="late")),
+}
+
+
+@pytest.mark.parametrize("name", list(HISTORY_CHANGES))
+def test_listeners_and_observers_run_with_the_pile_unlocked_so_another_thread_can_change_it(name: str) -> None:
+    # README: observers and history listeners run after the lock is released. aclear_messages ran its
+    # "clear" listeners under the thread lock it takes for the loop's sake (review bk F1): a listener
+    # waiting for another thread's add waited for ever.
+    manager = history()
+    started: list[str] = []
+    finished: list[str] = []
+
+    def hook(_: Any) -> None:
+        if started:
+            return  # the other thread's own add calls the observer too
+        started.append(name)
+        other = threading.Thread(target=lambda: manager.add_message(instruction="from another thread"))
+        other.start()
+        other.join(GUARD)
+        finished.append("done" if not other.is_alive() else "still waiting")
+
+    manager.on_history_changed.append(hook)
+    manager.on_message_added.append(hook)
+    HISTORY_CHANGES[name](manager)
+    assert finished == ["done"]
+    assert [m.rendered for m in manager][-1] == "Instruction: from another thread"
+    assert_consistent(manager.messages)
+
+
 # -- an Exchange -----------------------------------------------------------------------------------
 
 

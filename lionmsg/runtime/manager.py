@@ -40,7 +40,7 @@ from lionmsg.runtime.factories import (
 )
 from lionmsg.runtime.ids import parse_canonical_uuid
 from lionmsg.runtime.pile import Pile, changes_made
-from lionmsg.runtime.progression import Progression
+from lionmsg.runtime.progression import Progression, assigned_back
 from lionmsg.runtime.threadlock import acquire_without_blocking_the_loop
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, finite_parts_noted, loads_json, write_json
 
@@ -140,6 +140,10 @@ class MessageManager:
         """The order of the whole history (the pile's own progression)."""
         return self.messages.progression
 
+    @progression.setter
+    def progression(self, value: Progression) -> None:
+        assigned_back("manager.progression", self.messages.progression, value)
+
     @property
     def system(self) -> System | None:
         """The system message: the first message, when it is a System. Read from the pile, so changes
@@ -192,14 +196,17 @@ class MessageManager:
         """Empty the history, keeping only the system message (at index 0)."""
         self._refuse_async_listeners("clear")
         with self.messages.thread_lock:
-            if self._latest_change_began is not None:
-                self._latest_change_began = changes_made(self.messages)
-            system = self.system
-            self.messages.clear()
-            if system is not None:
-                self.messages.include(system)
-            self._note_change_ended()
+            self._clear_holding_lock()
         self._history_changed("clear")
+
+    def _clear_holding_lock(self) -> None:
+        if self._latest_change_began is not None:
+            self._latest_change_began = changes_made(self.messages)
+        system = self.system
+        self.messages.clear()
+        if system is not None:
+            self.messages.include(system)
+        self._note_change_ended()
 
     def _refuse_async_listeners(self, event: HistoryEvent, path: str | None = None) -> None:
         if self.on_history_changed:
@@ -220,16 +227,20 @@ class MessageManager:
         return None
 
     async def aclear_messages(self) -> None:
+        self._refuse_async_listeners("clear")
         async with self.messages:
             # The thread lock as a_add_message takes it: a blocking wait for another thread would stop the
-            # loop's other tasks (clear_messages takes it again, re-entrantly).
+            # loop's other tasks.
             thread_lock = self.messages._lock
             if not thread_lock.acquire(False):
                 await acquire_without_blocking_the_loop(thread_lock)
             try:
-                self.clear_messages()
+                self._clear_holding_lock()
             finally:
                 thread_lock.release()
+        # Both locks released first, as clear_messages does: a listener that waits for another thread's
+        # change (or task's) must not wait on a lock this call still holds (review bk F1).
+        self._history_changed("clear")
 
     # -- adding ------------------------------------------------------------------------------------
 
