@@ -8,9 +8,10 @@ import copy
 import json
 import operator
 import pickle
+import re
 from collections.abc import Callable
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
 from hypothesis import settings
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from pydantic import ValidationError
 
-from lionmsg import Element, Instruction, Node, Progression
+from lionmsg import Branch, Element, Exchange, Instruction, MessageManager, Node, Pile, Progression
 from lionmsg.runtime.progression import OrderedIds
 
 
@@ -973,6 +974,54 @@ def test_in_place_plus_and_minus_change_nothing_when_they_refuse() -> None:
     with pytest.raises(ValueError, match=r"is not in the progression$"):
         p -= [uid(1), uid(9)]
     assert_matches(p, ids(1, 3))
+
+
+def _holders() -> dict[str, tuple[Any, str, Callable[[Any], Progression]]]:
+    """An object that hands out a Progression through a property, that property's name, and a reading
+    of the order it stands for (what the in-place operators must change, and refusals must not)."""
+    pile: Pile[Any] = Pile([Instruction(), Instruction()])
+    manager = MessageManager([Instruction(), Instruction()])
+    branch = Branch(messages=[Instruction(), Instruction(), Instruction()])
+    viewed = Branch(messages=[Instruction(), Instruction(), Instruction()])
+    viewed.metadata["current_progression"] = [viewed.messages.progression[0], viewed.messages.progression[2]]
+    exchange = Exchange()
+    sender, recipient = uuid4(), uuid4()
+    exchange.register(sender)
+    exchange.register(recipient)
+    exchange.send(sender, recipient, {"n": 1})
+    exchange.send(sender, recipient, {"n": 2})
+    flow = exchange.get(sender)
+    return {
+        "pile.progression": (pile, "progression", lambda o: o.progression),
+        "manager.progression": (manager, "progression", lambda o: o.progression),
+        "branch.progression": (branch, "progression", lambda o: o.progression),
+        "branch.progression (a view)": (viewed, "progression", lambda o: o.progression),
+        "flow.outbox": (flow, "outbox", lambda o: o.outbox),
+    }
+
+
+@pytest.mark.parametrize("name", list(_holders()))
+def test_in_place_operators_on_a_progression_property_change_it_and_raise_nothing(name: str) -> None:
+    # Review bk F2: `pile.progression -= ids` changed the order, then raised AttributeError when Python
+    # assigned the result back to the read-only property (LionAGI's Pile takes the statement).
+    holder, attribute, order = _holders()[name]
+    progression = order(holder)
+    first, *rest = list(progression)
+    if attribute == "progression":
+        holder.progression -= [first]
+        assert list(order(holder)) == rest
+        holder.progression += [first]
+    else:
+        holder.outbox -= [first]
+        assert list(order(holder)) == rest
+        holder.outbox += [first]
+    assert order(holder) is progression
+    assert list(progression) == [*rest, first]
+    refusal = rf"^{re.escape(name.split(' ')[0])} cannot be assigned: change it in place"
+    with pytest.raises(AttributeError, match=refusal):
+        setattr(holder, attribute, Progression(order=list(progression)))
+    assert order(holder) is progression
+    assert list(progression) == [*rest, first]
 
 
 def test_a_progression_given_where_ids_are_expected_stands_for_its_own_id_as_in_lionagi() -> None:

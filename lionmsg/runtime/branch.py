@@ -18,7 +18,7 @@ from lionmsg.runtime.fastpath import dump_address
 from lionmsg.runtime.ids import parse_canonical_uuid, uuid_text
 from lionmsg.runtime.manager import MessageManager, refuse_misplaced_system, refuse_unhookable
 from lionmsg.runtime.pile import Pile
-from lionmsg.runtime.progression import Progression, to_uuid
+from lionmsg.runtime.progression import Progression, assigned_back, to_uuid
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -241,6 +241,11 @@ class Branch(Element):
             return view
         self._check_view()
         return self._msgs.progression
+
+    @progression.setter
+    def progression(self, value: Progression) -> None:
+        # The view when one is selected (`branch.progression -= ids` drops ids from the view).
+        assigned_back("branch.progression", self.progression, value)
 
     def _check_view(self) -> None:
         """Raise what makes `metadata["current_progression"]` no view, changing nothing."""

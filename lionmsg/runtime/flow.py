@@ -17,7 +17,7 @@ from lionmsg.generated.messages import Message
 from lionmsg.runtime.element import Element, chosen_parts, part_of_record, parts_later, record_error
 from lionmsg.runtime.ids import uuid_from_int, uuid_text
 from lionmsg.runtime.pile import Pile
-from lionmsg.runtime.progression import OrderedIds, Progression, to_uuid
+from lionmsg.runtime.progression import OrderedIds, Progression, assigned_back, to_uuid
 from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock
 from lionmsg.runtime.wire import CANONICAL_UUID
 
@@ -361,6 +361,10 @@ class Flow(CopiedUnderLock, Element):
     @property
     def outbox(self) -> Progression:
         return self._progressions[OUTBOX]
+
+    @outbox.setter
+    def outbox(self, value: Progression) -> None:
+        assigned_back("flow.outbox", self._progressions[OUTBOX], value)
 
     def get_progression(self, key: str | UUID | Progression) -> Progression:
         """A progression by name (`"outbox"`, `"inbox_<sender>"`), by its own id (a UUID or its text) or

@@ -21,7 +21,7 @@ from lionmsg.runtime.element import (
     parts_later,
     record_error,
 )
-from lionmsg.runtime.progression import Progression, to_uuid
+from lionmsg.runtime.progression import Progression, assigned_back, to_uuid
 from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock
 
 if TYPE_CHECKING:
@@ -136,6 +136,10 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
     def progression(self) -> Progression:
         """The order of the items (the pile's own, shared, not a copy)."""
         return self._progression
+
+    @progression.setter
+    def progression(self, value: Progression) -> None:
+        assigned_back("pile.progression", self._progression, value)
 
     @property
     def item_type(self) -> frozenset[type[Element]] | None:

@@ -27,7 +27,7 @@ from lionmsg.runtime.wire import CANONICAL_UUID
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["OrderSnapshot", "OrderedIds", "Progression", "to_uuid"]
+__all__ = ["OrderSnapshot", "OrderedIds", "Progression", "assigned_back", "to_uuid"]
 
 _EMPTY: Any = None  # a gap left by a removal
 _SPARE_HEAD_ROOM = 8  # head room kept beyond the ids held (the least a prepend makes)
@@ -50,6 +50,15 @@ def to_uuid(ref: Any) -> UUID:
     if isinstance(ident, UUID):
         return ident
     raise TypeError(f"expected a UUID, a UUID string or an element, got {type(ref).__name__}")
+
+
+def assigned_back(attribute: str, current: Progression, value: object) -> None:
+    """The setter of a property that hands out a Progression to change in place. `owner.progression -= ids`
+    changes the progression, then assigns the result back to the property: without a setter that took
+    it, the statement raised after its change (review bk F2). The very object is taken back (nothing
+    to do); any other value is an AttributeError."""
+    if value is not current:
+        raise AttributeError(f"{attribute} cannot be assigned: change it in place, through its methods or += and -=")
 
 
 def _position(index: Any) -> int:
