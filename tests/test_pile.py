@@ -1095,6 +1095,49 @@ def test_a_copy_changes_its_own_order_and_the_original_keeps_its_own(copy_of: Ca
     assert len(twin.progression) == 2
 
 
+def _local_element_class() -> type[Element]:
+    class Note(Element):  # defined in a function: pickle cannot name it
+        pass
+
+    return Note
+
+
+@pytest.mark.parametrize("strict_type", [False, True])
+def test_a_refused_item_leaves_the_pile_pickling_as_before(strict_type: bool) -> None:
+    # Review bk F3: the admitted-class cache remembered the refused class, was pickled with the pile,
+    # and a class defined in a function made the pile unpicklable after a refused include.
+    held = Instruction(content={"instruction": "kept"})
+    pile: Pile[Any] = Pile([held], item_type=Instruction, strict_type=strict_type)
+    before = pickle.dumps(pile)
+    note = _local_element_class()()
+    for refused in (lambda: pile.include(note), lambda: pile.insert(0, note), lambda: pile.update([note])):
+        with pytest.raises(TypeError, match=r"^this pile accepts .*Instruction.*; got Note$"):
+            refused()
+        assert pickle.dumps(pile) == before
+    assert [item.id for item in pickle.loads(before)] == [held.id]
+
+
+def test_a_class_a_pile_admitted_and_no_longer_holds_does_not_stop_it_pickling() -> None:
+    pile: Pile[Any] = Pile([Instruction()])
+    note = _local_element_class()()
+    pile.include(note)
+    pile.exclude(note.id)
+    assert [item.id for item in pickle.loads(pickle.dumps(pile))] == [item.id for item in pile]
+    assert [item.id for item in copy.deepcopy(pile)] == [item.id for item in pile]
+
+
+def test_a_pile_pickled_with_a_refused_class_remembered_checks_that_class_again() -> None:
+    # A pickle made before the cache pickled empty holds a refused class as False: it is not trusted.
+    pile: Pile[Any] = Pile([Instruction()], item_type=Instruction)
+    state = pile.__getstate__()
+    older = {**state, "__dict__": {**state["__dict__"], "_admitted": {Instruction: True, Node: False}}}
+    loaded: Pile[Any] = Pile.__new__(Pile)
+    loaded.__setstate__(older)
+    with pytest.raises(TypeError, match=r"^this pile accepts Instruction; got Node$"):
+        loaded.include(Node())
+    assert len(loaded) == 1
+
+
 def test_a_pile_pickled_before_it_kept_its_order_beside_it_unpickles_with_it() -> None:
     first = Node(content="a")
     pile: Pile[Node] = Pile(collections=[first], item_type=Node)

@@ -55,7 +55,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         _items: dict[int, T]  # by the id's 128-bit integer: native hashing (UUID.__hash__ is a Python call)
         _progression: Progression
         _item_type: frozenset[type[Element]] | None
-        _admitted: dict[type, bool]
+        _admitted: _AdmittedClasses
         _locks: _LoopLocks
         _lock: ThreadLock  # the progression's: see thread_lock
         _order: OrderedIds  # the progression's ids: one attribute load where `_progression._ids` is two
@@ -83,7 +83,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         state: dict[str, Any] = {
             "_items": {},
             "_item_type": types,
-            "_admitted": {},
+            "_admitted": _AdmittedClasses(),
             "_locks": _LoopLocks(),
             "_progression": Progression(),
         }
@@ -127,6 +127,8 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
 
     def __setstate__(self, state: dict[Any, Any]) -> None:
         super().__setstate__(state)
+        # Pickled before the cache pickled empty, it may name refused classes (False): start afresh.
+        object.__setattr__(self, "_admitted", _AdmittedClasses())
         if "_order" not in self.__dict__:  # pickled before piles kept their progression's ids beside it
             object.__setattr__(self, "_order", self._progression._ids)
 
@@ -645,11 +647,12 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         """Every item must be an element this pile admits; raises before anything changes."""
         for item in items:
             kind = type(item)
-            admitted = self._admitted.get(kind)
-            if admitted is None:
-                admitted = self._admitted[kind] = self._admits(kind)
-            if not admitted:
+            if kind in self._admitted:
+                continue
+            if not self._admits(kind):
+                # Not remembered: a refused call leaves the pile as it was, its pickle included (review bk F3)
                 raise TypeError(f"this pile accepts {self._accepted()}; got {kind.__name__}")
+            self._admitted[kind] = True
 
     def _accepted(self) -> str:
         """What the pile accepts, in words (as a record's refusal names it, for a strict pile)."""
@@ -762,6 +765,19 @@ def _is_position(ref: Any) -> bool:
     if isinstance(ref, (int, slice)):
         return not isinstance(ref, bool)
     return hasattr(type(ref), "__index__")
+
+
+class _AdmittedClasses(dict[type, bool]):
+    """The classes a pile has admitted (each True), so that the next item of one is let in at once. A
+    cache, not the pile's state: a copy or an unpickled pile starts empty and fills its own. Pickled, it
+    would name classes the pile no longer holds (one defined in a function cannot be pickled at all), and
+    copied, it would be read while a change outside the lock (the check before it) adds to it."""
+
+    def __reduce__(self) -> tuple[type[_AdmittedClasses], tuple[()]]:
+        return (_AdmittedClasses, ())
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _AdmittedClasses:
+        return _AdmittedClasses()
 
 
 class _LoopLocks(dict[asyncio.AbstractEventLoop, asyncio.Lock]):
