@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections import OrderedDict
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from enum import Enum
 from typing import Any
 from uuid import UUID
@@ -237,6 +237,30 @@ def test_dates_and_datetimes_are_plain_timestamps_as_pyyaml_writes_them() -> Non
     )
     assert minimal_yaml(value) == expected
     assert lionagi_minimal_yaml(value) == expected
+
+
+def test_a_datetime_whose_offset_has_seconds_is_tagged_and_quoted_as_pyyaml_writes_it() -> None:
+    # Review bo: YAML's timestamp has no seconds in its offset, so SafeDumper writes such a datetime with
+    # its tag, in single quotes (zoneinfo gives such offsets for historic local mean time); lionmsg wrote
+    # it plain.
+    odd = datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(seconds=30)))
+    historic = datetime(1900, 1, 1, tzinfo=timezone(-timedelta(minutes=17, seconds=32)))
+    cases: list[Any] = [odd, [odd], {"at": odd}, {odd: [historic, {"x": odd}]}, {(odd, 1): 2}]
+    for value in cases:
+        assert minimal_yaml(value) == lionagi_minimal_yaml(value)
+    assert minimal_yaml({"at": odd}) == "at: !!timestamp '2024-01-02 03:04:05+00:00:30'\n"
+    assert minimal_yaml(historic) == "!!timestamp '1900-01-01 00:00:00-00:17:32'\n"
+
+
+_OFFSETS = st.builds(timezone, st.timedeltas(min_value=timedelta(hours=-23), max_value=timedelta(hours=23)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.datetimes(timezones=st.none() | _OFFSETS), min_size=1, max_size=3))
+def test_datetimes_with_any_offset_render_as_pyyaml_writes_them(moments: list[datetime]) -> None:
+    value = {"at": moments, moments[0]: "a key"}
+    assert minimal_yaml(value) == lionagi_minimal_yaml(value)
+    assert minimal_yaml(moments[0]) == lionagi_minimal_yaml(moments[0])
 
 
 # Differential tests over generated JSON-like values.

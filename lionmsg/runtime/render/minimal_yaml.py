@@ -17,7 +17,8 @@ Compatibility, exactly:
 * Values SafeDumper refuses (LionAGI raises) are converted instead: a pydantic model to
   `model_dump(mode="json")`, an Enum to its value, other Mappings to dicts, sets and frozensets to lists in
   iteration order (PyYAML would write a `!!set` mapping), subclasses of str and numbers to the plain type,
-  a date or datetime to SafeDumper's timestamp (`isoformat(" ")` for a datetime), a time to `isoformat()`
+  a date or datetime to SafeDumper's timestamp (`isoformat(" ")` for a datetime; tagged and quoted, as
+  SafeDumper writes it, when the offset has seconds, which YAML's timestamp cannot hold), a time to `isoformat()`
   (SafeDumper has no form for it), anything else to `str(value)`. A key that is none of the types above
   becomes the converted scalar, or `str(key)` when the conversion is not a scalar.
 """
@@ -83,6 +84,15 @@ _IMPLICIT = re.compile(
     """,
     re.VERBOSE,
 )
+# The timestamp resolver alone: a datetime whose text it does not read back (an offset with seconds,
+# `+00:19:32`, as zoneinfo gives for historic local mean time) is written with its tag, quoted.
+_RESOLVED_TIMESTAMP = re.compile(
+    r"""
+    [0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:[Tt]|[ \t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]*)?
+    (?:[ \t]*(?:Z|[-+][0-9]{1,2}(?::[0-9]{2})?))?
+    """,
+    re.VERBOSE,
+)
 _LEADING_INDICATORS = "#,[]{}&*!|>'\"%@`"
 
 
@@ -93,8 +103,15 @@ class _Timestamp(str):
     __slots__ = ()
 
 
+class _TaggedTimestamp(str):
+    """A datetime whose text the timestamp resolver would not read back: SafeDumper writes it with its
+    tag, single-quoted (`!!timestamp '1890-01-01 00:00:00+00:19:32'`)."""
+
+    __slots__ = ()
+
+
 # PyYAML writes a key as `? key` once its text plus its tag (`!!str`, `!!float`...) reaches 128 characters.
-_TAG_LENGTHS: dict[type, int] = {str: 5, int: 5, float: 7, bool: 6, type(None): 6, _Timestamp: 11}
+_TAG_LENGTHS: dict[type, int] = {str: 5, int: 5, float: 7, bool: 6, type(None): 6, _Timestamp: 11, _TaggedTimestamp: 11}
 _SCALAR_TYPES = (str, int, float, bool, type(None))
 _JSON_TYPES = frozenset((dict, list, tuple, *_SCALAR_TYPES))
 
@@ -127,7 +144,7 @@ def _render(value: Any) -> str:
         if text[0] == "|":
             return text + ("...\n" if "+" in text[1:3] else "")
         # A document that is just a plain scalar is closed with `...`.
-        plain = text == data if type(data) is str else not isinstance(data, (dict, list))
+        plain = text == data if type(data) is str else not isinstance(data, (dict, list, _TaggedTimestamp))
         return text + ("\n...\n" if plain else "\n")
     return "".join(out) + ("\n", "", "...\n")[end]
 
@@ -140,7 +157,7 @@ def _prepare(value: Any) -> Any:
     kind = type(value)
     if kind is str:
         return value if value and not value.isspace() else _DROP  # isspace: the same whitespace as strip()
-    if kind is _Timestamp:
+    if kind is _Timestamp or kind is _TaggedTimestamp:
         return value
     if kind is dict:
         pruned = {}
@@ -190,7 +207,8 @@ def _coerce(value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         return list(value)
     if isinstance(value, datetime):
-        return _Timestamp(value.isoformat(" "))  # PyYAML's spelling of a timestamp
+        text = value.isoformat(" ")  # PyYAML's spelling of a timestamp
+        return _Timestamp(text) if _RESOLVED_TIMESTAMP.fullmatch(text) else _TaggedTimestamp(text)
     if isinstance(value, date):
         return _Timestamp(value.isoformat())
     if isinstance(value, time):  # SafeDumper has no form for it (LionAGI fails to render): its ISO text
@@ -260,7 +278,7 @@ def _simple_key(key: Any) -> str | None:
     if kind is tuple:
         return None if key else "[]"
     text = _scalar(key, 0)
-    return text if len(text) + _TAG_LENGTHS[kind] < 128 else None
+    return text if len(key if kind is _TaggedTimestamp else text) + _TAG_LENGTHS[kind] < 128 else None
 
 
 # Keys recur across records, so their rendering is cached.
@@ -281,6 +299,8 @@ def _scalar(value: Any, indent: int) -> str:
         return _str_scalar(value, indent)
     if kind is _Timestamp:
         return str.__str__(value)
+    if kind is _TaggedTimestamp:
+        return f"!!timestamp '{value}'"  # a timestamp's characters need no escape in single quotes
     if kind is bool:
         return "true" if value else "false"
     if kind is int:
