@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import pickle
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -141,6 +143,17 @@ def test_an_element_stands_for_its_id_wherever_an_owner_is_named() -> None:
         exchange.register(mailbox)
     with pytest.raises(ValueError, match=r"^owner ids are UUIDs \(or UUID strings, or elements with one\), got "):
         exchange.register(SimpleNamespace(id="not a uuid"))
+    # An object whose id is UUID text names that owner everywhere, as it does as a recipient (review bl F3:
+    # mail reached the owner, while has/get/receive/pop_message and send as sender said it was unknown).
+    textual = SimpleNamespace(id=str(alice.id).upper())
+    assert Message(recipient=textual).recipient == alice.id
+    assert exchange.has(textual)
+    assert exchange.get(textual) is mailbox
+    from_text = exchange.send(textual, bob, "from alice, named by text")
+    assert from_text.sender == alice.id
+    assert run(exchange.collect(textual)) == 1
+    assert exchange.receive(bob, sender=textual) == [from_text]
+    assert exchange.pop_message(bob, textual) == from_text
     with pytest.raises(ValueError, match=r"^owner ids are UUIDs .*, got a mailbox of no owner: "):
         exchange.register(Flow())
     assert exchange.owner_ids == [bob.id, alice.id]
@@ -1362,7 +1375,8 @@ def test_a_drop_entry_given_to_the_constructor_is_checked_as_a_record_is() -> No
     assert Exchange.from_dict(Exchange(dropped=[good]).to_dict()).dropped == [good]
 
 
-@pytest.mark.parametrize("at", [float("nan"), float("inf"), float("-inf"), True])
+# An integer beyond a double (a JSON literal any reader of records reads) raised OverflowError (review bl F1).
+@pytest.mark.parametrize("at", [float("nan"), float("inf"), float("-inf"), True, 10**400, -(10**400)])
 def test_a_drop_entry_at_no_finite_time_is_refused_on_the_way_in(at: Any) -> None:
     """JSON cannot write NaN or an infinity: taken in, such an entry made every later to_dict raise."""
     entry = {"message_id": str(uuid4()), "sender": None, "recipient": "nobody", "reason": DROP_NOT_AN_OWNER, "at": at}
@@ -1372,6 +1386,15 @@ def test_a_drop_entry_at_no_finite_time_is_refused_on_the_way_in(at: Any) -> Non
         Exchange(dropped=[DroppedMail(**entry)])
     with pytest.raises(ValidationError, match="dropped must be a list of drop records"):
         Exchange.from_dict({**Exchange().to_dict(), "dropped": [entry]})
+    if type(at) is int:
+        with pytest.raises(ValidationError, match="dropped must be a list of drop records"):
+            Exchange.from_json(json.dumps({**Exchange().to_dict(), "dropped": [entry]}))
+
+
+def test_a_drop_entry_at_the_largest_whole_double_loads() -> None:
+    at = int(sys.float_info.max)
+    entry = {"message_id": str(uuid4()), "sender": None, "recipient": "nobody", "reason": DROP_NOT_AN_OWNER, "at": at}
+    assert Exchange.from_dict({**Exchange().to_dict(), "dropped": [entry]}).dropped[0].at == at
 
 
 @pytest.mark.parametrize(

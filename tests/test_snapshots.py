@@ -486,11 +486,18 @@ def _exchange_whose_flow_items_are_a_number() -> dict[str, Any]:
     return document(kind="Exchange", data=data)
 
 
+def _exchange_with_a_drop_at_beyond_a_double() -> dict[str, Any]:
+    # Review bl F1: math.isfinite raised OverflowError for it, out of load_snapshot and `lionmsg show`.
+    entry = {"message_id": str(uuid4()), "sender": None, "recipient": "x", "reason": "unknown recipient", "at": 10**400}
+    return document(kind="Exchange", data={**Exchange().to_dict(), "dropped": [entry]})
+
+
 @pytest.mark.parametrize(
     ("make", "kind", "problem"),
     [
         (_manager_without_item_types, "MessageManager", "item_type must be a non-empty list of class names or null"),
         (_exchange_whose_flow_items_are_a_number, "Exchange", "items must be a pile record"),
+        (_exchange_with_a_drop_at_beyond_a_double, "Exchange", "dropped must be a list of drop records"),
     ],
 )
 def test_malformed_containers_in_the_data_are_snapshot_errors(

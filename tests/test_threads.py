@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import pickle
 import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -29,6 +30,7 @@ import pytest
 from lionmsg import Branch, Exchange, Flow, Instruction, Message, MessageManager, Pile, Progression, System
 from lionmsg.runtime.threadlock import ThreadLock
 from lionmsg.store import SQLiteStore
+from tests.test_exchange_interrupts import interrupted_at
 
 GUARD = 60.0  # seconds: a guard against a deadlock hanging the suite, not a speed bar
 GRACE = 0.05  # seconds an operation that ignored the lock would have had to finish in
@@ -461,6 +463,65 @@ def test_a_collect_waits_for_another_thread_without_blocking_its_loop() -> None:
 
     asyncio.run(main())
     assert [m.content for m in exchange.receive(ids[1])] == [{"n": 1}]
+
+
+# -- an interrupt never leaves a thread lock held --------------------------------------------------
+
+
+def _lines_an_interrupt_can_cut(function: Callable[..., Any]) -> list[int]:
+    """The lines of a function's body a Ctrl-C can stop at, but its `with` lines: one is reached before
+    the lock is taken, and again (in 3.11+ line numbers) for the block's exit, where no interrupt lands
+    (the interpreter looks for one as a call returns and at jumps, and the only call there releases the
+    lock). A `try:` line is kept: reached right after the call before it returns, as a Ctrl-C is."""
+    source, first = inspect.getsourcelines(function)
+    code = function.__code__
+    lines = {line for _, _, line in code.co_lines() if line is not None and line > code.co_firstlineno}
+    return sorted(line for line in lines if not source[line - first].lstrip().startswith("with "))
+
+
+def _sync_lockers() -> dict[str, tuple[Any, Callable[[], tuple[Any, Callable[[], Any]]]]]:
+    def manager_add() -> tuple[Any, Callable[[], Any]]:
+        manager = history(1)
+        return manager.messages.thread_lock, lambda: manager.add_message(instruction="late")
+
+    def pile_include() -> tuple[Any, Callable[[], Any]]:
+        pile: Pile[Any] = Pile([instruction("held")])
+        return pile.thread_lock, lambda: pile.include(instruction("new"))
+
+    def pile_update() -> tuple[Any, Callable[[], Any]]:
+        pile: Pile[Any] = Pile([instruction("held")])
+        return pile.thread_lock, lambda: pile.update(instruction("new"))
+
+    def progression_index() -> tuple[Any, Callable[[], Any]]:
+        pile: Pile[Any] = Pile([instruction("held")])
+        return pile.thread_lock, lambda: pile.progression.index(pile.progression[0])
+
+    def exchange_send() -> tuple[Any, Callable[[], Any]]:
+        exchange, ids = exchange_with(2)
+        return exchange.thread_lock, lambda: exchange.send(ids[0], ids[1], {"n": 1})
+
+    return {
+        "MessageManager.add_message": (MessageManager.add_message, manager_add),
+        "Pile.include": (Pile.include, pile_include),
+        "Pile.update": (Pile.update, pile_update),
+        "Progression.index": (Progression.index, progression_index),
+        "Exchange.send": (Exchange.send, exchange_send),
+    }
+
+
+@pytest.mark.parametrize("name", list(_sync_lockers()))
+def test_an_interrupt_anywhere_in_a_sync_change_leaves_no_thread_lock_held(name: str) -> None:
+    # Review bl F2: `lock.acquire()` then `try:` let a Ctrl-C that landed right after the acquire skip the
+    # release: the interrupted thread kept the lock for good, and every other thread then waited for ever.
+    function, make = _sync_lockers()[name]
+    interrupted = 0
+    for line in _lines_an_interrupt_can_cut(function):
+        lock, operation = make()
+        with interrupted_at(function.__code__, line) as fired, suppress(KeyboardInterrupt):
+            operation()
+        interrupted += len(fired)
+        assert not lock._is_owned(), f"held after an interrupt at line {line}"
+    assert interrupted >= 1
 
 
 # -- copies get a lock of their own ---------------------------------------------------------------

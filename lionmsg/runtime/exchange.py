@@ -95,6 +95,9 @@ def _owner_id(owner: Any) -> UUID:
     ident = None if isinstance(owner, (bytes, int, float)) else getattr(owner, "id", None)
     if isinstance(ident, UUID):
         return ident if type(ident) is UUID else UUID(int=ident.int)
+    if isinstance(ident, str):  # UUID text: the owner it names, as such an object is read as a recipient
+        with contextlib.suppress(ValueError):
+            return UUID(ident)
     raise ValueError(f"owner ids are UUIDs (or UUID strings, or elements with one), got {owner!r}")
 
 
@@ -246,15 +249,11 @@ class Exchange(CopiedUnderLock, Element):
             if isinstance(recipient, Flow):  # a mailbox stands for its owner, as everywhere an owner is named
                 recipient = _owner_id(recipient)
             message = Message(content=content, sender=owner, recipient=recipient, channel=channel)
-        lock = self._lock
-        lock.acquire()  # not `with`: half the cost, on every send
-        try:
+        with self._lock:  # not a bare acquire(): an interrupt right after it left the lock held for good
             flow = self._flows.get(owner.int)
             if flow is None:  # unregistered by another thread while the message was built
                 raise ValueError(f"Sender {sender} not registered")
             flow._storage.queue(message)
-        finally:
-            lock.release()
         return message
 
     async def collect(self, owner_id: Any) -> int:
@@ -518,9 +517,17 @@ def _is_drop_record(item: Any) -> bool:
     )
 
 
+_DOUBLE_MAX = sys.float_info.max
+
+
 def _is_finite_number(value: Any) -> bool:
-    """A JSON number: an int or a finite float (NaN and the infinities cannot be written), not a bool."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A JSON number a double holds: an int within a double's range (math.isfinite raised OverflowError
+    for 10**400, review bl F1) or a finite float (NaN and the infinities cannot be written), not a bool."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -_DOUBLE_MAX <= value <= _DOUBLE_MAX
+    return isinstance(value, float) and math.isfinite(value)
 
 
 def _drop_entry(item: Any) -> DroppedMail:

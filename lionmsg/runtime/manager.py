@@ -253,9 +253,7 @@ class MessageManager:
         if not arguments.keys() <= _ADD_ARGUMENTS:
             _reject_arguments("add_message", arguments)
         pile = self.messages
-        lock = pile._lock  # not the property, and not `with`: together half the cost, on every add
-        lock.acquire()
-        try:
+        with pile._lock:  # not the property (pydantic's attribute hook); `with`, not acquire(): see Pile.include
             # A snapshot, before the build (ADR D4): observers added meanwhile, even by an observer, wait
             # for the next message. Taken under the lock, so an observer hooked in under it (a store's
             # attach, which writes the history as it is) either runs for this message or sees it written.
@@ -270,8 +268,6 @@ class MessageManager:
             message, system = self._change(pile, arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
             if self._latest_change_began is not None:
                 self._note_change_ended()
-        finally:
-            lock.release()
         # What the history listeners raised for a system message (they run after the lock is released);
         # raised after the observers ran.
         listeners_failed = self._system_listeners_failed() if system else None

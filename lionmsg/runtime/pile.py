@@ -335,8 +335,9 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         if self._admitted.get(type(items)):  # the common case, kept cheap: an element of an admitted class
             ident = items.id
             key = ident.int
-            lock.acquire()  # not `with`, here and in update: half the cost
-            try:
+            # `with`, as everywhere a thread lock is taken: between a bare acquire() and its `try`, a Ctrl-C
+            # (any exception a signal handler raises) left the lock held for good (review bl F2).
+            with lock:
                 held = self._items.get(key)
                 if held is not None:
                     self._items[key] = items
@@ -349,8 +350,6 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                 order._slots.append(ident)
                 self._items[key] = items
                 return True
-            finally:
-                lock.release()
         new = self._as_items(items)
         self._check(new)
         changed = False
@@ -373,12 +372,8 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
 
     def update(self, items: Any) -> None:
         """Add or replace: an item whose id is present replaces the old one at the same position."""
-        lock = self._lock
-        lock.acquire()
-        try:
+        with self._lock:
             self._update_holding_lock(items)
-        finally:
-            lock.release()
 
     def _update_holding_lock(self, items: Any) -> None:
         """`update` for a caller that holds `thread_lock` already (a manager's add does): taking it again
