@@ -182,3 +182,54 @@ def test_an_interrupt_between_the_order_map_and_its_slot_leaves_the_order_whole(
     received = [message.id for message in exchange.receive(b, a)]
     assert len(received) == 23
     assert received[-3:] == [message.id for message in after]
+
+
+# Registering and unregistering (review bl F4): cut short in `register`, an owner was in one of the
+# Exchange's two maps only (missing from `owner_ids` and `collect_all`, its flow on a lock of its own, and
+# a later `unregister` a KeyError after taking the flow out); cut short in `unregister`'s drop loop, the
+# rest of the owner's queued mail was lost without a drop entry.
+OWNER_CODE: list[Callable[..., Any]] = [exchange_module.Exchange.register, exchange_module.Exchange.unregister]
+OWNER_CASES = [(function, line) for function in OWNER_CODE for line in _lines(function)]
+
+
+def assert_owners_whole(exchange: Exchange) -> None:
+    """Both owner maps name the same owners, and every flow shares the Exchange's lock."""
+    assert sorted(owner.int for owner in exchange.owner_ids) == sorted(exchange._flows)
+    for flow in exchange._flows.values():
+        assert flow.items.thread_lock is exchange.thread_lock
+
+
+@pytest.mark.parametrize("hit", [1, 2])
+@pytest.mark.parametrize(("function", "line"), OWNER_CASES, ids=[f"{f.__qualname__}:{line}" for f, line in OWNER_CASES])
+def test_an_interrupt_in_register_or_unregister_leaves_the_owners_whole_and_loses_no_mail(
+    function: Callable[..., Any], line: int, hit: int
+) -> None:
+    exchange, a, mail = mail_in_flight()
+    newcomer = uuid4()
+    interrupted = False
+    with interrupted_at(function.__code__, line, hit) as fired:
+        try:
+            exchange.register(newcomer)
+            exchange.unregister(a)
+        except KeyboardInterrupt:
+            interrupted = True
+    assert interrupted == bool(fired)
+    assert_owners_whole(exchange)
+    for label, (message, recipients) in mail.items():
+        for recipient in recipients:
+            found = places(exchange, a, message, recipient) if exchange.has(a) else _dropped_for(exchange, message)
+            assert len(found) == 1, (label, recipient, found)
+    # Whatever was cut short can be done again, or undone, without an error.
+    exchange.unregister(newcomer)
+    exchange.unregister(a)
+    assert_owners_whole(exchange)
+    assert exchange.owner_ids == [owner for owner in exchange.owner_ids if owner not in (newcomer, a)]
+
+
+def _dropped_for(exchange: Exchange, message: Message) -> list[str]:
+    """The drop entries of a message whose sender left: one per message, whoever it was meant for."""
+    return [
+        "dropped"
+        for drop in exchange.dropped
+        if drop.message_id == str(message.id) and drop.reason == "sender unregistered before collection"
+    ]

@@ -179,12 +179,15 @@ class Exchange(CopiedUnderLock, Element):
 
     def register(self, owner_id: Any) -> Flow:
         owner = _owner_id(owner_id)
+        key = owner.int
         with self._lock:
-            if owner.int in self._flows:
+            if key in self._flows:
                 raise ValueError(f"Owner {owner} already registered")
-            flow = self._flows[owner.int] = Flow(name=str(owner))
+            flow = Flow(name=str(owner))
             flow.share_lock(self._lock)
-            self._owners[owner.int] = owner
+            # The two maps written in one statement, with no call between the writes, once the flow is
+            # whole: an interrupt in the calls above left an owner in one map only (review bl F4).
+            self._flows[key], self._owners[key] = flow, owner
         return flow
 
     def unregister(self, owner_id: Any) -> Flow | None:
@@ -194,13 +197,21 @@ class Exchange(CopiedUnderLock, Element):
             owner = self._known(owner_id)
             if owner is None:
                 return None
-            flow = self._flows.pop(owner.int)
-            del self._owners[owner.int]
+            key = owner.int
+            flow = self._flows[key]
             stored = flow._storage.stored
-            for ident in flow.outbox:
-                message = stored.get(ident.int)
-                if message is not None:  # a queued id whose message left the pile is skipped, as by collect
+            # A queued id whose message left the pile is skipped, as by collect.
+            queued = [message for ident in flow.outbox if (message := stored.get(ident.int)) is not None]
+            counted = self._drop_counts.total()  # drops recorded before: how many of these were, if cut short
+            try:
+                del self._flows[key], self._owners[key]
+                for message in queued:
                     self._drop(message, message.recipient, DROP_SENDER_UNREGISTERED)
+            except BaseException:  # an interrupt midway: the owner is gone, so its queued mail is recorded
+                if key not in self._flows:
+                    for message in queued[self._drop_counts.total() - counted :]:
+                        self._drop(message, message.recipient, DROP_SENDER_UNREGISTERED)
+                raise
         return flow
 
     def get(self, owner_id: Any) -> Flow | None:
