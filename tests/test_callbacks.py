@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import sys
+import warnings
 from typing import Any, cast
 
 import pytest
@@ -118,8 +120,13 @@ def test_a_sync_callback_returning_an_awaitable_is_an_error_on_the_sync_path_and
         return later(message)
 
     manager = MessageManager(on_message_added=[returns_coroutine])
-    with pytest.raises(TypeError, match="returned an awaitable on the sync add_message path"):
-        manager.add_message(instruction="x")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(TypeError, match="returned an awaitable on the sync add_message path"):
+            manager.add_message(instruction="x")
+        gc.collect()
+    # The coroutine is closed, not left to warn "never awaited" when it is collected (review bm 12).
+    assert [str(warning.message) for warning in caught] == []
     assert len(manager) == 1  # committed before the observer ran
     message = run(manager.a_add_message(instruction="y"))
     assert awaited == [message]
@@ -751,6 +758,31 @@ def test_a_timeout_is_a_timeout_though_the_observer_turned_the_cancellation_into
         assert (type(raised), later) == (asyncio.TimeoutError, [])
     else:  # 3.10: the observer's failure, after the later observers ran
         assert (type(raised), later) == (ConnectionError, ["ran"])
+
+
+def test_a_timeout_is_a_timeout_though_the_cancellation_lies_two_errors_down_the_observers_chain() -> None:
+    # Review bm 11: the cleanup fails while handling an error raised while handling the cancellation; the
+    # cancellation is the context of the context of what the observer raises.
+    later: list[str] = []
+
+    async def cleanup_fails_twice(message: Message) -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            try:
+                raise ConnectionError("could not close")
+            except ConnectionError:
+                raise RuntimeError("cleanup failed")  # noqa: B904  # the implicit context is the point
+
+    async def main() -> BaseException:
+        manager = MessageManager(on_message_added=[cleanup_fails_twice, lambda message: later.append("ran")])
+        return await raised_by(asyncio.wait_for(manager.a_add_message(instruction="x"), 0.01))
+
+    raised = run(main())
+    if TELLS_CANCELLATIONS:
+        assert (type(raised), later) == (asyncio.TimeoutError, [])
+    else:  # 3.10: the observer's failure, after the later observers ran
+        assert (type(raised), later) == (RuntimeError, ["ran"])
 
 
 def _raised_by_an_add(manager: MessageManager, path: str) -> BaseException:

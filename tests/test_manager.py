@@ -433,6 +433,24 @@ def test_a_system_message_added_is_observed_even_when_a_history_listener_fails(p
 
 
 @pytest.mark.parametrize("path", ["add_message", "a_add_message"])
+def test_a_history_listener_raising_keyboard_interrupt_still_lets_every_observer_run(path: str) -> None:
+    # Review bm 1: any BaseException a listener raises is its failure, raised after the observers (which
+    # the committed system message is owed, ADR D4); caught as Exception only, it skipped them all.
+    manager = MessageManager()
+    seen: list[str] = []
+
+    def listener(event: str) -> None:
+        raise KeyboardInterrupt(event)
+
+    manager.on_history_changed.append(listener)
+    manager.on_message_added.append(lambda message: seen.append(type(message).__name__))
+    with pytest.raises(KeyboardInterrupt, match=r"^system$"):
+        _add(manager, path, {"system": "S"})
+    assert seen == ["System"]
+    assert kinds(manager) == ["System"]
+
+
+@pytest.mark.parametrize("path", ["add_message", "a_add_message"])
 def test_a_failing_history_listener_and_a_failing_observer_are_raised_together(path: str) -> None:
     manager, seen = _observed_history(observer_fails=True)
     with pytest.raises(BaseExceptionGroup) as raised:
@@ -1003,6 +1021,22 @@ def test_last_response_and_last_instruction() -> None:
     assert (empty.last_response, empty.last_instruction) == (None, None)
 
 
+class MyResponse(AssistantResponse):
+    pass
+
+
+def test_last_response_and_last_instruction_skip_subclasses_held_after_the_plain_ones() -> None:
+    # Review bm 3: strict types, as the typed views and LionAGI's (strict_type=True) are; the fixture above
+    # holds its subclass before the last plain instruction, where a loose check answers the same.
+    manager = MessageManager()
+    plain = manager.add_message(instruction="plain")
+    reply = manager.add_message(assistant_response="reply")
+    manager.messages.include(MyInstruction(content={"instruction": "mine"}))
+    manager.messages.include(MyResponse(content={"assistant_response": "sub"}))
+    assert manager.last_instruction is plain
+    assert manager.last_response is reply
+
+
 # -- raw projection -------------------------------------------------------------------------------
 
 
@@ -1165,6 +1199,21 @@ def test_a_message_the_pile_and_its_order_disagree_on_is_refused_before_it_is_re
     assert (dict(manager.messages._items), list(manager.progression), seen) == (items, order, [first])
 
 
+@pytest.mark.parametrize("output", [{"action_output": 2}, {}], ids=["with output", "without"])
+def test_a_request_given_with_its_response_is_only_read_so_its_place_in_the_order_is_not_checked(
+    output: dict[str, Any],
+) -> None:
+    # Review bm 4: add_message(action_request=req, action_response=resp) revises the response only; the
+    # request, held but out of the order, is no reason to refuse the call (with or without an output).
+    manager = MessageManager()
+    request = manager.add_message(action_function="f", action_arguments={"x": 1})
+    response = manager.add_message(action_request=request, action_output=1)
+    manager.progression.exclude(request.id)  # behind the pile's back
+    assert manager.add_message(action_request=request, action_response=response, **output) is response
+    assert response.content.output == output.get("action_output", 1)
+    assert list(manager.progression) == [response.id]
+
+
 def test_set_system_of_a_system_whose_id_the_order_names_behind_the_piles_back_says_so() -> None:
     manager = MessageManager(system=System(content={"system_message": "old"}))
     given = System(content={"system_message": "new"})
@@ -1230,6 +1279,16 @@ def test_a_manager_record_round_trips_with_the_identity_of_its_pile_and_order() 
     assert loaded.to_dict() == manager.to_dict()
     assert (loaded.messages.id, loaded.messages.created_at) == (manager.messages.id, manager.messages.created_at)
     assert loaded.progression.id == manager.progression.id
+
+
+def test_a_manager_record_keeps_its_piles_metadata() -> None:
+    # Review bm 2: the round trips above hold a pile with empty metadata, where dropping it shows nothing.
+    manager = MessageManager(messages=[Instruction(content={"instruction": "hi"})])
+    manager.messages.metadata["note"] = "kept"
+    loaded = MessageManager.from_dict(manager.to_dict())
+    assert loaded.messages.metadata == {"note": "kept"}
+    assert loaded.to_dict() == manager.to_dict()
+    assert Branch.from_dict(Branch(msgs=manager).to_dict()).messages.metadata == {"note": "kept"}
 
 
 # -- the history keeps its own copies of what callers pass ----------------------------------------

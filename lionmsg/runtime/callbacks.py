@@ -4,8 +4,8 @@ reporting failures.
 Callbacks are post-insertion observers: the message is committed before any callback runs, every
 callback in the snapshot runs even after others fail, one failure is re-raised as itself and several
 as one `BaseExceptionGroup("on_message_added hooks failed", errors)`; a lone CancelledError or
-StopIteration comes in a group of one (see `_NEVER_ALONE`). The exception raised names the committed
-message in a note (`note_committed`), so a caller can check before trying again.
+StopIteration comes in a group of one (see `_NEVER_ALONE`). The exception raised does not name the
+committed message (README: build the message and pass it in to know its id).
 
 A cancellation is not an observer's failure: when the task running `a_add_message` is cancelled (or its
 coroutine closed) while an observer awaits, the `CancelledError` (`GeneratorExit`) propagates at once,
