@@ -324,11 +324,25 @@ def test_container_parts_of_the_wrong_type_are_type_errors(build: Callable[[], A
 
 @pytest.mark.parametrize("mode", ["db", "JSON", None])
 def test_a_record_mode_other_than_json_or_python_is_refused(mode: Any) -> None:
-    for element in (Instruction(content={"instruction": "x"}), Pile(), Progression()):
+    # A manager is no element, but its record takes the same modes (review bn: it took none).
+    for element in (Instruction(content={"instruction": "x"}), Pile(), Progression(), Branch(), MessageManager()):
         with pytest.raises(
             ValueError, match=rf"^unsupported mode {re.escape(repr(mode))}: records are written in mode"
         ):
             element.to_dict(mode=mode)
+
+
+def test_a_manager_record_in_python_mode_keeps_what_json_cannot_write_and_loads_back() -> None:
+    manager = MessageManager(system=System())
+    manager.add_message(instruction="hi", context=[{"x": math.nan}])
+    with pytest.raises(ValueError, match=r"^cannot write nan as JSON \(at \$\.messages\.collections\[1\]"):
+        manager.to_dict()
+    record = manager.to_dict(mode="python")
+    assert record["messages"] == manager.messages.to_dict(mode="python")
+    assert record["system"] == str(manager.messages[0].id)
+    loaded = MessageManager.from_dict(record)
+    assert math.isnan(loaded.messages[1].content.prompt_context[0]["x"])
+    assert [message.id for message in loaded] == [message.id for message in manager]
 
 
 def test_model_dump_json_with_options_refuses_the_floats_pydantic_would_write_bare() -> None:

@@ -42,7 +42,14 @@ from lionmsg.runtime.ids import parse_canonical_uuid
 from lionmsg.runtime.pile import Pile, changes_made
 from lionmsg.runtime.progression import Progression, assigned_back
 from lionmsg.runtime.threadlock import acquire_without_blocking_the_loop
-from lionmsg.runtime.wire import UNWRITABLE_DEPTH, check_finite, finite_parts_noted, loads_json, write_json
+from lionmsg.runtime.wire import (
+    UNWRITABLE_DEPTH,
+    check_finite,
+    check_mode,
+    finite_parts_noted,
+    loads_json,
+    write_json,
+)
 
 __all__ = [
     "INVALID_PROGRESSION",
@@ -463,21 +470,25 @@ class MessageManager:
     def __contains__(self, ref: Any) -> bool:
         return ref in self.messages
 
-    def to_dict(self) -> dict[str, Any]:
-        """The history as a record: the messages (a pile record, in order) and the system's id. A NaN
-        or infinity in a message is a ValueError naming where it is in this record."""
+    def to_dict(self, mode: Literal["json", "python"] = "json") -> dict[str, Any]:
+        """The history as a record: the messages (a pile record, in order) and the system's id. `mode`
+        as every container's (`"python"` keeps free-form values as they are; anything else is the
+        ValueError the piles raise). In JSON mode a NaN or infinity in a message is a ValueError naming
+        where it is in this record."""
+        check_mode(mode)
         with self.messages._lock, finite_parts_noted() as finite_parts:  # the history as of one moment
             refuse_misplaced_system(self)
             system = self.system
             try:
-                messages = self.messages._unchecked_record("json")
+                messages = self.messages._unchecked_record(mode)
             except RecursionError:
                 raise ValueError(UNWRITABLE_DEPTH) from None
         record = {
             "messages": messages,
             "system": None if system is None else str(system.id),
         }
-        check_finite(record, finite_parts)
+        if mode == "json":
+            check_finite(record, finite_parts)
         return record
 
     def to_json(self) -> str:
@@ -645,7 +656,8 @@ def _reject_arguments(method: str, arguments: Mapping[str, Any]) -> NoReturn:
 
 def _observer_list(observers: Any) -> list[MessageCallback]:
     """The observers list a manager keeps: a list itself (by reference: the caller may change it later),
-    another iterable copied; TypeError for anything else or an entry that is not callable."""
+    another iterable copied (text, bytes and mappings are none); TypeError for anything else or an
+    entry that is not callable."""
     if observers is None:
         return []
     if isinstance(observers, (str, bytes, Mapping)) or not isinstance(observers, Iterable):
