@@ -76,6 +76,16 @@ def test_a_callable_without_a_name_is_a_value_error_that_says_so(nameless: Any) 
         MessageManager().add_message(action_function=nameless, action_arguments={})
 
 
+@pytest.mark.parametrize("number", [2**64, -(2**63) - 1, 10**30])
+def test_an_integer_beyond_64_bits_in_argument_text_is_kept_exact(number: int) -> None:
+    # A documented difference (review bo): LionAGI's orjson reads it as a float, so its prompt shows
+    # 1.8446744073709552e+19 for 2**64; the tool gets the number the model wrote here.
+    request = ActionRequestContent.from_dict({"function": "f", "arguments": f'{{"a": {number}}}'})
+    assert request.arguments == {"a": number}
+    assert type(request.arguments["a"]) is int
+    assert request.rendered == f"Function: f\nArguments:\n  a: {number}"
+
+
 def test_arguments_are_copied() -> None:
     source = {"q": {"nested": [1]}}
     request = ActionRequest(content={"function": "f", "arguments": source})

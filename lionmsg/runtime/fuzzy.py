@@ -39,6 +39,9 @@ Where this departs from LionAGI 0.36.0 (`ln.fuzzy.to_dict(..., fuzzy_parse=True)
 - Python literals (`True`/`None`, tuples, `\\x` escapes) and fenced blocks with any or no language tag
   are read; LionAGI's `to_dict` reads neither.
 - The size limit is 1 MiB, not 10 MB: no tool call is that large, and the lenient pass is pure Python.
+- Integers are read exactly, however long; LionAGI's orjson makes one beyond 64 bits a float
+  (`18446744073709551616` -> `1.8446744073709552e+19`), which shows in the rendered prompt.
+- A leading BOM and a lone surrogate's escape are read; orjson refuses both.
 """
 
 from __future__ import annotations
