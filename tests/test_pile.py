@@ -1126,6 +1126,19 @@ def test_a_class_a_pile_admitted_and_no_longer_holds_does_not_stop_it_pickling()
     assert [item.id for item in copy.deepcopy(pile)] == [item.id for item in pile]
 
 
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_copy_made_strict_by_model_copy_update_checks_classes_itself(deep: bool) -> None:
+    # Review bk note: the copy took the original's admitted-class cache, so a strict copy admitted a
+    # subclass the original had let in.
+    pile: Pile[Any] = Pile([Instruction(content={"instruction": "a"})], item_type=Message)
+    strict = pile.model_copy(update={"strict_type": True}, deep=deep)
+    with pytest.raises(TypeError, match=r"^this pile accepts exactly Message \(strict_type\); got Instruction$"):
+        strict.include(Instruction(content={"instruction": "b"}))
+    assert len(strict) == len(pile) == 1
+    pile.include(Instruction(content={"instruction": "c"}))  # the original admits it still
+    assert len(pile) == 2
+
+
 def test_a_pile_pickled_with_a_refused_class_remembered_checks_that_class_again() -> None:
     # A pickle made before the cache pickled empty holds a refused class as False: it is not trusted.
     pile: Pile[Any] = Pile([Instruction()], item_type=Instruction)

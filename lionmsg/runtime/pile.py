@@ -125,6 +125,13 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         object.__setattr__(self, "_lock", self._progression._lock)
         object.__setattr__(self, "_order", self._progression._ids)
 
+    def __copy__(self) -> Self:
+        # A shallow copy shares the storage, not the admitted-class cache: `model_copy(update=...)` may
+        # give it another `strict_type`, under which the original's admissions do not hold (review bk).
+        twin = super().__copy__()
+        object.__setattr__(twin, "_admitted", _AdmittedClasses())
+        return twin
+
     def __setstate__(self, state: dict[Any, Any]) -> None:
         super().__setstate__(state)
         # Pickled before the cache pickled empty, it may name refused classes (False): start afresh.
