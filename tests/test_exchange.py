@@ -237,6 +237,36 @@ def test_send_with_a_bad_recipient_or_channel_raises_and_queues_nothing(recipien
     assert state(exchange) == before
 
 
+def test_a_sender_unregistered_while_its_message_is_built_is_refused_and_nothing_is_queued_or_dropped() -> None:
+    # send looks the sender up again once the message is built: code run meanwhile (here the recipient's own
+    # `id`, read as the address is validated; or another thread) may have unregistered it. Without that
+    # second look-up the refusal was an AttributeError from the flow that was gone (review bm 7).
+    exchange = Exchange()
+    sender, recipient = owners(exchange, 2)
+    left: list[Flow] = []
+    after_leaving: list[dict[str, Any]] = []
+
+    class UnregistersTheSender:
+        @property
+        def id(self) -> UUID:
+            if not left:
+                flow = exchange.unregister(sender)
+                assert flow is not None
+                left.append(flow)
+                after_leaving.append(state(exchange))
+            return recipient
+
+    with pytest.raises(ValueError, match=f"^Sender {sender} not registered$"):
+        exchange.send(sender, UnregistersTheSender(), "hello")
+    assert len(left) == 1
+    assert state(exchange) == after_leaving[0]  # the send changed nothing after the sender left
+    assert exchange.owner_ids == [recipient]
+    assert (list(left[0].outbox), len(left[0].items)) == ([], 0)  # nor queued it on the flow that left
+    assert exchange.receive(recipient) == []
+    assert exchange.dropped == []
+    assert exchange.drop_counts == {}
+
+
 # -- collect consumes; a missing queued object is skipped -----------------------------------------
 
 
@@ -561,6 +591,28 @@ def test_undeliverable_direct_mail_is_consumed_and_recorded(recipient: Any, reas
     assert exchange.drop_counts == {reason: 1}
 
 
+def test_the_drop_record_and_its_totals_are_read_as_copies() -> None:
+    # `dropped` and `drop_counts` are read-outs: changing what was read changes nothing in the Exchange.
+    # Handing out its own Counter let a caller rewrite the totals, into ones its record no longer loads
+    # with (a negative count is refused) (review bm 8).
+    exchange = Exchange()
+    (a,) = owners(exchange, 1)
+    exchange.send(a, uuid4(), "to no one")
+    run(exchange.collect(a))
+    before = state(exchange)
+    counts, dropped = exchange.drop_counts, exchange.dropped
+    assert type(counts) is dict
+    assert counts == {DROP_UNKNOWN_RECIPIENT: 1}
+    counts[DROP_UNKNOWN_RECIPIENT] = 99
+    counts["made up"] = -1
+    dropped.append(dropped[0])
+    assert type(exchange.drop_counts) is dict
+    assert exchange.drop_counts == {DROP_UNKNOWN_RECIPIENT: 1}
+    assert [drop.reason for drop in exchange.dropped] == [DROP_UNKNOWN_RECIPIENT]
+    assert state(exchange) == before
+    assert Exchange.from_dict(before).drop_counts == {DROP_UNKNOWN_RECIPIENT: 1}
+
+
 @pytest.mark.parametrize("spelling", [UUID.__str__, lambda u: u.hex, lambda u: f"{{{u}}}", lambda u: u.urn])
 def test_the_drop_record_names_a_recipient_as_the_message_does_even_a_name_spelling_an_owner_id(
     spelling: Callable[[UUID], str],
@@ -719,6 +771,34 @@ def test_mail_queued_while_a_collect_routes_waits_for_the_next_collect() -> None
     assert list(sender.outbox) == [later[0].id]
     assert run(exchange.collect(a)) == 1
     assert [m.content for m in exchange.receive(b)][1:] == ["queued while routing"]
+
+
+def test_mail_taken_out_of_the_outbox_while_a_collect_routes_is_neither_delivered_nor_dropped() -> None:
+    # Routing runs the payloads' own code (a broadcast's `__deepcopy__`), which here takes the sender's
+    # outbox: what it took is in its hands alone, so the collect files none of what it routed for it (no
+    # delivery, no drop). Filing every route regardless put each taken message in an inbox as well, and
+    # recorded the one with no owner as dropped (review bm 6).
+    exchange = Exchange()
+    a, b, c = owners(exchange, 3)
+    sender = exchange.get(a)
+    assert sender is not None
+    taken: list[Message] = []
+
+    class TakesTheOutbox:
+        def __deepcopy__(self, memo: Any) -> Any:
+            if not taken:
+                taken.extend(sender.take_outbox())
+            return TakesTheOutbox()
+
+    direct = exchange.send(a, b, "direct")
+    lost = exchange.send(a, uuid4(), "to no one")
+    broadcast = exchange.send(a, None, TakesTheOutbox())
+    assert run(exchange.collect(a)) == 0
+    assert [message.id for message in taken] == [direct.id, lost.id, broadcast.id]
+    assert exchange.receive(b) == exchange.receive(c) == []
+    assert (list(sender.outbox), len(sender.items)) == ([], 0)
+    assert exchange.dropped == []
+    assert exchange.drop_counts == {}
 
 
 def test_a_queued_message_replaced_under_its_id_while_routing_goes_as_routed() -> None:

@@ -1198,6 +1198,36 @@ def test_changes_behind_the_managers_back_are_caught_up(store: SQLiteStore, path
 
 
 @pytest.mark.parametrize(
+    "sql",
+    [
+        "DELETE FROM messages WHERE branch_id = 'b' AND position = 1",
+        "UPDATE branches SET system_id = NULL WHERE branch_id = 'b'",
+        f"UPDATE branches SET system_id = '{PEER}' WHERE branch_id = 'b'",
+    ],
+    ids=["a-row-deleted", "system-id-cleared", "system-id-changed"],
+)
+def test_a_change_another_client_makes_to_the_stored_branch_is_caught_up_by_the_next_write(
+    store: SQLiteStore, path: Path, sql: str
+) -> None:
+    # The pile's change mark sees only changes made in this process: the file itself is checked too, its
+    # row count (kept by triggers) and system id against the manager's. Without that check a row another
+    # client deleted stayed missing, and a system id it changed left the branch unloadable (review bm 10).
+    prompt = system()
+    manager = MessageManager(system=prompt)
+    store.attach(manager, "b")
+    manager.add_message(instruction="one")
+    manager.add_message(instruction="two")
+    count_and_system = "SELECT message_count, system_id FROM branches WHERE branch_id = 'b'"
+    assert query(path, count_and_system) == [(3, str(prompt.id))]
+    execute(path, sql)  # another connection: no hook of this store's sees it
+    assert query(path, count_and_system) != [(3, str(prompt.id))]
+    manager.add_message(instruction="three")
+    assert query(path, count_and_system) == [(4, str(prompt.id))]
+    assert_same_history(store.load("b"), manager)
+    assert_same_history(reloaded(path, "b"), manager)
+
+
+@pytest.mark.parametrize(
     "change",
     [
         # One message out, another in: the count and the system stay.
