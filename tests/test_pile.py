@@ -13,7 +13,7 @@ from typing import Any, Union
 from uuid import UUID, uuid4
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from lionmsg import (
     ActionRequest,
@@ -1093,6 +1093,27 @@ def test_a_copy_changes_its_own_order_and_the_original_keeps_its_own(copy_of: Ca
     pile.include(Node(content="d"))
     assert len(pile.progression) == 3
     assert len(twin.progression) == 2
+
+
+class _TextRef(BaseModel):
+    """An iterable object (a pydantic model iterates its fields) whose id is UUID text."""
+
+    id: str
+
+
+def test_an_object_whose_id_is_uuid_text_names_that_item_in_every_reading_and_change() -> None:
+    # Review bp: `pile[x]`, `in` and pop read it as the id it spells; exclude and remove took it for a
+    # collection of references (it is iterable) and refused it as "got tuple".
+    first, second, third = (Instruction(content={"instruction": n}) for n in "abc")
+    pile: Pile[Any] = Pile([first, second, third])
+    assert _TextRef(id=str(first.id)) in pile
+    assert pile[_TextRef(id=str(first.id).upper())] is first
+    pile.exclude(_TextRef(id=str(first.id)))
+    assert pile.pop(_TextRef(id=str(second.id))) is second
+    pile.remove(_TextRef(id=str(third.id)))
+    assert len(pile) == 0
+    with pytest.raises(TypeError, match=r"^expected a UUID, a UUID string or an element, got tuple$"):
+        pile.exclude(_TextRef(id="no uuid"))  # a collection, then: of its fields' (name, value) pairs
 
 
 def _local_element_class() -> type[Element]:

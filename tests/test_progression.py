@@ -1024,6 +1024,20 @@ def test_in_place_operators_on_a_progression_property_change_it_and_raise_nothin
     assert list(progression) == [*rest, first]
 
 
+@pytest.mark.parametrize("kind", ["a list of ids", "no view at all"])
+def test_a_refused_assignment_of_a_branch_progression_leaves_its_view_as_it_was(kind: str) -> None:
+    # Review bp: the setter read the property to compare, which turned a list view into a Progression
+    # (a new id in the record), or raised the view's TypeError instead of the AttributeError.
+    branch = Branch(messages=[Instruction(), Instruction()])
+    view: Any = [branch.messages.progression[0]] if kind == "a list of ids" else 5
+    branch.metadata["current_progression"] = view
+    before = repr(branch.metadata)
+    for value in (None, Progression(), list(branch.messages.progression)):
+        with pytest.raises(AttributeError, match=r"^branch\.progression cannot be assigned"):
+            branch.progression = value  # type: ignore[assignment]
+    assert repr(branch.metadata) == before
+
+
 def test_a_progression_given_where_ids_are_expected_stands_for_its_own_id_as_in_lionagi() -> None:
     other = Progression(ids(3, 4))
     assert list(Progression(other)) == [other.id]

@@ -244,8 +244,14 @@ class Branch(Element):
 
     @progression.setter
     def progression(self, value: Progression) -> None:
-        # The view when one is selected (`branch.progression -= ids` drops ids from the view).
-        assigned_back("branch.progression", self.progression, value)
+        # The view when one is selected (`branch.progression -= ids` drops ids from the view). Compared
+        # with what the metadata holds, unread: reading the property would turn a list view into a
+        # Progression, a change made by an assignment that is refused (review bp).
+        view = self.metadata.get(CURRENT_PROGRESSION)
+        current = self._msgs.progression if view is None else view
+        if not isinstance(current, Progression):  # a list not read as a view yet: nothing handed out
+            current = None
+        assigned_back("branch.progression", current, value)
 
     def _check_view(self) -> None:
         """Raise what makes `metadata["current_progression"]` no view, changing nothing."""

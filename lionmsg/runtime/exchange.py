@@ -293,9 +293,10 @@ class Exchange(CopiedUnderLock, Element):
             return 0
         await asyncio.sleep(0)  # one yield per collect, not per delivery: that cost dominated collection
         lock = self._lock
-        if not lock.acquire(False):  # another thread is changing the Exchange: wait, not block
-            await acquire_without_blocking_the_loop(lock)
+        take = not lock._is_owned()  # taken inside the `try`, released by ownership: see a_add_message
         try:
+            if take and not lock.acquire(False):  # another thread is changing the Exchange: wait, not block
+                await acquire_without_blocking_the_loop(lock)
             sending = flows.get(owner.int)  # the owner may have left, or left and come back, meanwhile
             if sending is None:
                 return 0
@@ -314,7 +315,11 @@ class Exchange(CopiedUnderLock, Element):
                 routed, unroutable = _still_taken(chosen[2], queued[2], routed, unroutable)
             return self._file(sending, chosen, routed, unroutable, owner)
         finally:
-            lock.release()
+            if take:
+                try:  # noqa: SIM105  # here, not in a helper or a `with`: a call's entry is where an interrupt lands
+                    lock.release()
+                except RuntimeError:  # "un-acquired": the interrupt came before it was taken
+                    pass
 
     def _file(
         self,

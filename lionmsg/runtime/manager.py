@@ -239,12 +239,17 @@ class MessageManager:
             # The thread lock as a_add_message takes it: a blocking wait for another thread would stop the
             # loop's other tasks.
             thread_lock = self.messages._lock
-            if not thread_lock.acquire(False):
-                await acquire_without_blocking_the_loop(thread_lock)
+            take = not thread_lock._is_owned()  # see a_add_message
             try:
+                if take and not thread_lock.acquire(False):
+                    await acquire_without_blocking_the_loop(thread_lock)
                 self._clear_holding_lock()
             finally:
-                thread_lock.release()
+                if take:
+                    try:  # noqa: SIM105  # here, not in a helper or a `with`: a call's entry is where an interrupt lands
+                        thread_lock.release()
+                    except RuntimeError:  # "un-acquired": the interrupt came before it was taken
+                        pass
         # Both locks released first, as clear_messages does: a listener that waits for another thread's
         # change (or task's) must not wait on a lock this call still holds (review bk F1).
         self._history_changed("clear")
@@ -299,9 +304,15 @@ class MessageManager:
         await lock.acquire()
         try:
             thread_lock = pile._lock
-            if not thread_lock.acquire(False):  # another thread holds the pile: wait, not block (False
-                await acquire_without_blocking_the_loop(thread_lock)  # by position: a keyword costs 1.4k)
+            # Taken inside the `try` (a `with` cannot wait without blocking the loop): a Ctrl-C that landed
+            # as acquire() returned, before a `try` after it, left the lock held for good (review bp). Held
+            # by this thread already (a caller's `with thread_lock:`), it is not taken again, so whether
+            # this thread owns it at the end tells whether this call took it: the release is the first
+            # call the `finally` makes, and it fails only for a lock not taken.
+            take = not thread_lock._is_owned()
             try:
+                if take and not thread_lock.acquire(False):  # another thread holds the pile: wait, not block
+                    await acquire_without_blocking_the_loop(thread_lock)  # (False by position: a keyword costs 1.4k)
                 observers = self.on_message_added  # here, not before the wait: a hook put on it meanwhile counts
                 if observers or (type(observers) is not list and observers is not None):  # {} or 0 refused too
                     callable_preflight(observers)
@@ -309,7 +320,11 @@ class MessageManager:
                 if self._latest_change_began is not None:
                     self._note_change_ended()
             finally:
-                thread_lock.release()
+                if take:
+                    try:  # noqa: SIM105  # here, not in a helper or a `with`: a call's entry is where an interrupt lands
+                        thread_lock.release()
+                    except RuntimeError:  # "un-acquired": the interrupt came before it was taken
+                        pass
             # The snapshot (ADR D4: after the commit), before the history listeners run: what they change
             # applies to the next add, as on the sync path.
             callbacks = list(self.on_message_added or ())

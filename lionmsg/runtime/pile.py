@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import operator
 import types
@@ -638,11 +639,16 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
     def _as_ids(self, refs: Any) -> list[UUID]:
         # A list (the usual argument) skips isinstance(refs, Element): an ABC check, slow for a list.
         if type(refs) is not list:
-            # One reference: an element, a UUID or its text, or anything else with a UUID `id` (as
-            # `pile[x]` reads it); else a collection of them, or the TypeError of what is neither.
+            # One reference: an element, a UUID or its text, or anything else whose `id` is a UUID or its
+            # text (as `pile[x]` reads it, review bp); else a collection of them, or the TypeError of
+            # what is neither.
             one = isinstance(refs, (Element, UUID, str, bytes)) or not isinstance(refs, Iterable)
-            if one or isinstance(getattr(refs, "id", None), UUID):
+            ident = getattr(refs, "id", None)
+            if one or isinstance(ident, UUID):
                 return [to_uuid(refs)]
+            if isinstance(ident, str):
+                with contextlib.suppress(ValueError):  # an id that is no UUID text: a collection, maybe
+                    return [UUID(ident)]
         return [ref if type(ref) is UUID else to_uuid(ref) for ref in refs]  # a UUID needs no call
 
     def _check(self, items: Sequence[Any]) -> None:

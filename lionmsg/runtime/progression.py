@@ -57,12 +57,13 @@ def to_uuid(ref: Any) -> UUID:
     raise TypeError(f"expected a UUID, a UUID string or an element, got {type(ref).__name__}")
 
 
-def assigned_back(attribute: str, current: Progression, value: object) -> None:
+def assigned_back(attribute: str, current: Progression | None, value: object) -> None:
     """The setter of a property that hands out a Progression to change in place. `owner.progression -= ids`
     changes the progression, then assigns the result back to the property: without a setter that took
     it, the statement raised after its change (review bk F2). The very object is taken back (nothing
-    to do); any other value is an AttributeError."""
-    if value is not current:
+    to do); any other value, or any value when none was handed out (`current` None), is an
+    AttributeError."""
+    if current is None or value is not current:
         raise AttributeError(f"{attribute} cannot be assigned: change it in place, through its methods or += and -=")
 
 

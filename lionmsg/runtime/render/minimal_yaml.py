@@ -206,11 +206,13 @@ def _coerce(value: Any) -> Any:
         return dict(value)
     if isinstance(value, (list, tuple, set, frozenset)):
         return list(value)
+    # The classes' own isoformat, PyYAML's spelling of a timestamp: a subclass's override (which SafeDumper
+    # refuses to represent) could write any text, a quote included, inside the tagged form's quotes.
     if isinstance(value, datetime):
-        text = value.isoformat(" ")  # PyYAML's spelling of a timestamp
+        text = datetime.isoformat(value, " ")
         return _Timestamp(text) if _RESOLVED_TIMESTAMP.fullmatch(text) else _TaggedTimestamp(text)
     if isinstance(value, date):
-        return _Timestamp(value.isoformat())
+        return _Timestamp(date.isoformat(value))
     if isinstance(value, time):  # SafeDumper has no form for it (LionAGI fails to render): its ISO text
         return value.isoformat()
     return str(value)
