@@ -485,6 +485,29 @@ def test_an_attach_whose_first_write_fails_leaves_nothing_behind(path: Path) -> 
         assert_same_history(store.load("b"), manager)
 
 
+def test_an_attach_interrupted_between_its_steps_leaves_nothing_behind(path: Path, monkeypatch: Any) -> None:
+    # Review bq: the hooks went in before the `try` that undoes a failed attach, so an interrupt as the
+    # change tracking was switched on left the store's observer and listener on the manager (which then
+    # refused copies as an attached history).
+    track = MessageManager._track_changes
+
+    def interrupted(self: MessageManager) -> None:
+        track(self)
+        raise KeyboardInterrupt
+
+    with SQLiteStore(path) as store:
+        manager = MessageManager(system=system())
+        monkeypatch.setattr(MessageManager, "_track_changes", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            store.attach(manager, "b")
+        monkeypatch.undo()
+        assert (manager.on_message_added, manager.on_history_changed) == ([], [])
+        copy.deepcopy(manager)  # no attached history: it copies
+        assert store.branches() == []
+        store.attach(manager, "b")
+        assert_same_history(store.load("b"), manager)
+
+
 def test_one_history_may_be_attached_to_two_stores(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "one.db") as one, SQLiteStore(tmp_path / "two.db") as two:
         manager = MessageManager()
@@ -1388,6 +1411,34 @@ def test_watch_history_refuses_a_listener_it_could_not_call_before_anything_chan
     manager.set_system(system())  # no listener left behind to fail after the change
     manager.clear_messages()
     assert len(manager) == 1
+
+
+@pytest.mark.parametrize("history", [Branch(), None, "b"], ids=["a Branch", "None", "text"])
+def test_watch_history_of_anything_but_a_manager_is_a_type_error(history: Any) -> None:
+    # Review bq: an AttributeError before (a Branch's history is `branch.msgs`).
+    expected = rf"^watch_history watches a MessageManager, got {type(history).__name__}$"
+    with pytest.raises(TypeError, match=expected):
+        watch_history(history, lambda event: None)
+
+
+def test_unwatching_removes_the_listener_watched_not_one_that_compares_equal() -> None:
+    class EqualToAll:
+        def __call__(self, event: str) -> None:
+            return None
+
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = None  # type: ignore[assignment]
+
+    manager = MessageManager()
+    other = EqualToAll()
+    manager.on_history_changed.append(other)
+    watched = EqualToAll()
+    unwatch = watch_history(manager, watched)
+    unwatch()
+    assert len(manager.on_history_changed) == 1
+    assert manager.on_history_changed[0] is other
 
 
 @pytest.mark.parametrize("listeners", [(), None])

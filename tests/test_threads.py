@@ -429,6 +429,37 @@ def test_an_add_cancelled_while_waiting_for_another_thread_changes_nothing_and_h
     assert [m.rendered for m in manager][-1] == "Instruction: later"
 
 
+@pytest.mark.parametrize("path", ["a_add_message", "aclear_messages", "collect"])
+def test_a_change_cancelled_while_waiting_never_releases_a_hold_it_did_not_take(path: str) -> None:
+    # Review br: released by "this thread owns it" (3cecfe1), a change cancelled while it waited for
+    # another thread released the hold another task of its loop had taken meanwhile (a `with
+    # thread_lock:` around an await): other threads got in, and that task's `with` then raised
+    # "cannot release un-acquired lock". Released exactly when its own acquire took it, it leaves it be.
+    exchange, ids = exchange_with(2)
+    exchange.send(ids[0], ids[1], {"n": 1})
+    manager = history()
+    lock = exchange.thread_lock if path == "collect" else manager.messages.thread_lock
+    changes: dict[str, Callable[[], Any]] = {
+        "a_add_message": lambda: manager.a_add_message(instruction="never"),
+        "aclear_messages": manager.aclear_messages,
+        "collect": lambda: exchange.collect(ids[0]),
+    }
+
+    async def main() -> None:
+        with held_by_another_thread(lock):
+            waiting = asyncio.ensure_future(changes[path]())
+            assert await tick_while(waiting, 5) == 5  # it waits in slices for the other thread
+        # The other thread has let go (joined without a yield): the waiting change has not run since.
+        with lock:  # this task's own hold, kept across an await (which the README advises against)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            assert lock._is_owned()  # still this task's
+        assert not lock._is_owned()
+
+    asyncio.run(main())
+
+
 def test_worker_threads_a_task_waits_for_inside_async_with_a_pile_are_not_kept_out() -> None:
     # `async with pile:` holds the loop's asyncio lock only: a thread lock held across the block's
     # awaits would keep out the very threads the block waits for (a deadlock).

@@ -44,7 +44,7 @@ from lionmsg.runtime.fastpath import assemble, message_copies
 from lionmsg.runtime.fieldsets import SharedFieldsSet, set_fields_set
 from lionmsg.runtime.flow import Chosen, Flow, inbox_name
 from lionmsg.runtime.ids import uuid_text
-from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock, acquire_without_blocking_the_loop
+from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock, acquire_without_blocking_the_loop, take
 from lionmsg.runtime.wire import CANONICAL_UUID
 
 __all__ = [
@@ -293,10 +293,10 @@ class Exchange(CopiedUnderLock, Element):
             return 0
         await asyncio.sleep(0)  # one yield per collect, not per delivery: that cost dominated collection
         lock = self._lock
-        take = not lock._is_owned()  # taken inside the `try`, released by ownership: see a_add_message
+        taken = [False]  # taken inside the `try`, released exactly when taken: see threadlock.take
         try:
-            if take and not lock.acquire(False):  # another thread is changing the Exchange: wait, not block
-                await acquire_without_blocking_the_loop(lock)
+            if not take(lock, taken):  # another thread is changing the Exchange: wait, not block
+                await acquire_without_blocking_the_loop(lock, taken)
             sending = flows.get(owner.int)  # the owner may have left, or left and come back, meanwhile
             if sending is None:
                 return 0
@@ -315,11 +315,8 @@ class Exchange(CopiedUnderLock, Element):
                 routed, unroutable = _still_taken(chosen[2], queued[2], routed, unroutable)
             return self._file(sending, chosen, routed, unroutable, owner)
         finally:
-            if take:
-                try:  # noqa: SIM105  # here, not in a helper or a `with`: a call's entry is where an interrupt lands
-                    lock.release()
-                except RuntimeError:  # "un-acquired": the interrupt came before it was taken
-                    pass
+            if taken[0]:
+                lock.release()
 
     def _file(
         self,

@@ -41,7 +41,7 @@ from lionmsg.runtime.factories import (
 from lionmsg.runtime.ids import parse_canonical_uuid
 from lionmsg.runtime.pile import Pile, changes_made
 from lionmsg.runtime.progression import Progression, assigned_back
-from lionmsg.runtime.threadlock import acquire_without_blocking_the_loop
+from lionmsg.runtime.threadlock import acquire_without_blocking_the_loop, take
 from lionmsg.runtime.wire import (
     UNWRITABLE_DEPTH,
     check_finite,
@@ -239,17 +239,14 @@ class MessageManager:
             # The thread lock as a_add_message takes it: a blocking wait for another thread would stop the
             # loop's other tasks.
             thread_lock = self.messages._lock
-            take = not thread_lock._is_owned()  # see a_add_message
+            taken = [False]  # see a_add_message
             try:
-                if take and not thread_lock.acquire(False):
-                    await acquire_without_blocking_the_loop(thread_lock)
+                if not take(thread_lock, taken):
+                    await acquire_without_blocking_the_loop(thread_lock, taken)
                 self._clear_holding_lock()
             finally:
-                if take:
-                    try:  # noqa: SIM105  # here, not in a helper or a `with`: a call's entry is where an interrupt lands
-                        thread_lock.release()
-                    except RuntimeError:  # "un-acquired": the interrupt came before it was taken
-                        pass
+                if taken[0]:
+                    thread_lock.release()
         # Both locks released first, as clear_messages does: a listener that waits for another thread's
         # change (or task's) must not wait on a lock this call still holds (review bk F1).
         self._history_changed("clear")
@@ -304,15 +301,13 @@ class MessageManager:
         await lock.acquire()
         try:
             thread_lock = pile._lock
-            # Taken inside the `try` (a `with` cannot wait without blocking the loop): a Ctrl-C that landed
-            # as acquire() returned, before a `try` after it, left the lock held for good (review bp). Held
-            # by this thread already (a caller's `with thread_lock:`), it is not taken again, so whether
-            # this thread owns it at the end tells whether this call took it: the release is the first
-            # call the `finally` makes, and it fails only for a lock not taken.
-            take = not thread_lock._is_owned()
+            # Taken inside the `try`, with what the acquire returned written by the call that takes it
+            # (`take`: a `with` cannot wait without blocking the loop, and a Ctrl-C that landed as a bare
+            # acquire() returned left the lock held for good, review bp), and released exactly when taken.
+            taken = [False]
             try:
-                if take and not thread_lock.acquire(False):  # another thread holds the pile: wait, not block
-                    await acquire_without_blocking_the_loop(thread_lock)  # (False by position: a keyword costs 1.4k)
+                if not take(thread_lock, taken):  # another thread holds the pile: wait, not block
+                    await acquire_without_blocking_the_loop(thread_lock, taken)
                 observers = self.on_message_added  # here, not before the wait: a hook put on it meanwhile counts
                 if observers or (type(observers) is not list and observers is not None):  # {} or 0 refused too
                     callable_preflight(observers)
@@ -320,11 +315,8 @@ class MessageManager:
                 if self._latest_change_began is not None:
                     self._note_change_ended()
             finally:
-                if take:
-                    try:  # noqa: SIM105  # here, not in a helper or a `with`: a call's entry is where an interrupt lands
-                        thread_lock.release()
-                    except RuntimeError:  # "un-acquired": the interrupt came before it was taken
-                        pass
+                if taken[0]:
+                    thread_lock.release()
             # The snapshot (ADR D4: after the commit), before the history listeners run: what they change
             # applies to the next add, as on the sync path.
             callbacks = list(self.on_message_added or ())

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["CopiedUnderLock", "ThreadLock", "acquire_without_blocking_the_loop"]
+__all__ = ["CopiedUnderLock", "ThreadLock", "acquire_without_blocking_the_loop", "take"]
 
 # How long a task blocks its loop, at most, in one try for a lock another thread holds: the library
 # holds its locks for microseconds; only code that holds `thread_lock` itself keeps them longer.
@@ -43,12 +43,28 @@ class ThreadLock(_thread.RLock):  # type: ignore[misc]  # typeshed marks the C t
         return ThreadLock()
 
 
-async def acquire_without_blocking_the_loop(lock: ThreadLock) -> None:
-    """Take `lock` from a task: at once when free (or held by this thread), else in slices of at most a
+# What `take` and the slices pass to `lock.acquire`: at once, or waiting one slice.
+_AT_ONCE = ((False,),)
+_ONE_SLICE = ((True,), (_SLICE_SECONDS,))
+
+
+def take(lock: ThreadLock, taken: list[bool], how: tuple[tuple[Any, ...], ...] = _AT_ONCE) -> bool:
+    """`lock.acquire(...)` for a path that cannot take the lock in a `with` (it must wait without
+    blocking its loop): the result is written to `taken[0]` by the same C call that takes the lock, so
+    no interrupt lands between the two (the interpreter handles a signal as a call returns, so after a
+    bare `got = lock.acquire()` one could come before `got` was set, and the lock stayed held for good:
+    reviews bl, bp). The caller starts with `taken = [False]`, calls this inside its `try`, and its
+    `finally` releases the lock exactly when `taken[0]`: never another task's hold (review br)."""
+    taken[:] = map(lock.acquire, *how)
+    return taken[0]
+
+
+async def acquire_without_blocking_the_loop(lock: ThreadLock, taken: list[bool]) -> None:
+    """Take `lock` (see `take`) from a task that could not take it at once, in slices of at most a
     millisecond, letting the loop's other tasks run between them (blocking until it is free would stop
     them all). Each slice waits in the lock's own queue: polling with a sleep between tries lost the lock
     to a thread taking it in a loop for most of a second at a time."""
-    while not lock.acquire(True, _SLICE_SECONDS):
+    while not take(lock, taken, _ONE_SLICE):
         await asyncio.sleep(0)
 
 

@@ -21,6 +21,8 @@ def watch_history(manager: MessageManager, listener: HistoryListener) -> Callabl
     Listeners run like message-added observers: all of them, in order, each failure raised after the
     others ran (the change itself stays). A listener that is not callable, or is async, is a TypeError
     here, before anything changes."""
+    if not isinstance(manager, MessageManager):  # a Branch's history is `branch.msgs`
+        raise TypeError(f"watch_history watches a MessageManager, got {type(manager).__name__}")
     if not callable(listener):
         raise TypeError(f"a history listener must be callable, got {type(listener).__name__}")
     if is_async_callback(listener):
@@ -33,9 +35,14 @@ def watch_history(manager: MessageManager, listener: HistoryListener) -> Callabl
 
     def unwatch() -> None:
         nonlocal watching
-        # Only the first call removes a registration: a second must not remove another watch's.
-        if watching and listener in manager.on_history_changed:
-            manager.on_history_changed.remove(listener)
+        # Only the first call removes a registration: a second must not remove another watch's. By
+        # identity: a listener before it that compares equal is another's (review bq).
+        if watching:
+            held = manager.on_history_changed
+            for index, other in enumerate(held):
+                if other is listener:
+                    del held[index]
+                    break
         watching = False
 
     return unwatch

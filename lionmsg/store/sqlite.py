@@ -333,11 +333,13 @@ class SQLiteStore:
                         f"store {self.path!r}: this history is already attached as branch {other.branch_id!r}"
                     )
             attachment = Attachment(self, manager, key, take_over)
-            self._hook(attachment)
-            # Registered only once its hooks are in place; a failed first write undoes everything.
-            manager._track_changes()
-            self._attachments[key] = attachment
+            # Everything from the hooks on is undone by a failure, an interrupt between two of these
+            # steps included (review bq: hooks left behind by one made the manager refuse copies).
             try:
+                self._hook(attachment)
+                manager._track_changes()
+                # Registered only once its hooks are in place; a failed first write undoes everything.
+                self._attachments[key] = attachment
                 self._write(attachment, "the history", None)
             except BaseException:
                 self._detach(attachment)
