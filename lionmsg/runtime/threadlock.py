@@ -29,10 +29,6 @@ class ThreadLock(_thread.RLock):  # type: ignore[misc]  # typeshed marks the C t
 
     __slots__ = ()
 
-    if TYPE_CHECKING:  # the C lock's own method (3.10+), which typeshed leaves out
-
-        def _is_owned(self) -> bool: ...
-
     def __reduce__(self) -> tuple[type[ThreadLock], tuple[()]]:
         return (ThreadLock, ())
 
