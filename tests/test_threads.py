@@ -27,6 +27,7 @@ from uuid import uuid4
 import pytest
 
 from lionmsg import Branch, Exchange, Flow, Instruction, Message, MessageManager, Pile, Progression, System
+from lionmsg.runtime.lockinghooks import call_holding_its_lock
 from lionmsg.runtime.threadlock import ThreadLock
 from lionmsg.store import SQLiteStore
 
@@ -557,6 +558,11 @@ def _lockers() -> dict[str, tuple[Any, Callable[[], tuple[Any, Callable[[], Any]
         manager = history(2)
         return manager.messages.thread_lock, lambda: asyncio.run(manager.aclear_messages())
 
+    def branch_view_tracking() -> tuple[Any, Callable[[], Any]]:
+        manager = history(1)
+        Branch(msgs=manager)  # its view tracking is a LockingHook, called holding the lock on the async path
+        return manager.messages.thread_lock, lambda: asyncio.run(manager.a_add_message(instruction="late"))
+
     def exchange_collect() -> tuple[Any, Callable[[], Any]]:
         exchange, ids = exchange_with(2)
         exchange.send(ids[0], ids[1], {"n": 1})
@@ -569,6 +575,7 @@ def _lockers() -> dict[str, tuple[Any, Callable[[], tuple[Any, Callable[[], Any]
         "MessageManager.a_add_message": (MessageManager.a_add_message, manager_a_add),
         "MessageManager.aclear_messages": (MessageManager.aclear_messages, manager_aclear),
         "Exchange._collect": (Exchange._collect, exchange_collect),
+        "call_holding_its_lock": (call_holding_its_lock, branch_view_tracking),
         "MessageManager.add_message": (MessageManager.add_message, manager_add),
         "Pile.include": (Pile.include, pile_include),
         "Pile.update": (Pile.update, pile_update),

@@ -16,6 +16,7 @@ from lionmsg.runtime.callbacks import MessageCallback
 from lionmsg.runtime.element import Element, chosen_keys, chosen_parts, part_of_record, parts_later, record_error
 from lionmsg.runtime.fastpath import dump_address
 from lionmsg.runtime.ids import parse_canonical_uuid, uuid_text
+from lionmsg.runtime.lockinghooks import LockedCall
 from lionmsg.runtime.manager import MessageManager, refuse_misplaced_system, refuse_unhookable
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import Progression, assigned_back, to_uuid
@@ -109,8 +110,8 @@ class Branch(Element):
         # First, and sync: an observer before it that fails does not stop it, but a cancellation while one
         # awaits stops every later one, and the committed message must still join the view.
         refuse_unhookable(manager)
-        manager.on_message_added.insert(0, self._track_in_view)
-        manager.on_history_changed.append(self._keep_view_in_step)
+        manager.on_message_added.insert(0, LockedCall(manager, self._track_in_view))
+        manager.on_history_changed.append(LockedCall(manager, self._keep_view_in_step))
         left_out = [ident for ident in offered if ident not in manager.messages]
         if left_out:
             self._drop_from_view(left_out)

@@ -1,5 +1,6 @@
 """Message-added observers (ADR-0006 D4), and the manager's history listeners: admission, running, and
-reporting failures.
+reporting failures. The library's own hooks on these lists (a store's, a Branch's: `LockingHook`) are
+given their history's thread lock by the async paths, without blocking the loop (see lockinghooks).
 
 Callbacks are post-insertion observers: the message is committed before any callback runs, every
 callback in the snapshot runs even after others fail, one failure is re-raised as itself and several
@@ -29,6 +30,8 @@ from collections.abc import Callable, Sequence
 from types import AsyncGeneratorType, CoroutineType
 from typing import Any, NoReturn, cast
 
+from lionmsg.runtime.lockinghooks import LockingHook, call_holding_its_lock
+
 if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.10 CI run
     from exceptiongroup import BaseExceptionGroup
 
@@ -39,7 +42,9 @@ __all__ = [
     "history_preflight",
     "is_async_callback",
     "raise_hook_failures",
+    "raise_listeners_outcome",
     "run_async_callbacks",
+    "run_listeners_on_loop",
     "run_sync_callbacks",
     "sync_preflight",
 ]
@@ -156,18 +161,59 @@ def run_sync_callbacks(
     them) name the failures."""
     errors: list[BaseException] = []
     for callback in callbacks:
-        try:
-            result = callback(message)
-            if type(result) is AsyncGeneratorType:
-                raise _async_generator_refused(hook, callback)
-            if inspect.isawaitable(result):
-                if inspect.iscoroutine(result):
-                    result.close()  # never awaited: close it rather than leak a warning
-                advice = "; use a_add_message" if path == "add_message" else ": it must be a plain function"
-                raise TypeError(f"{hook} callback {callback!r} returned an awaitable on the sync {path} path{advice}")
-        except BaseException as error:  # every callback runs; failures are re-raised below
-            errors.append(error)
+        failure = _call_sync(callback, message, hook, path)
+        if failure is not None:
+            errors.append(failure)
     _raise(errors, hook)
+
+
+async def run_listeners_on_loop(
+    listeners: Sequence[Callable[[Any], Any]], event: str, path: str
+) -> tuple[BaseException | None, BaseException | None]:
+    """`run_sync_callbacks` for history listeners told of a change made by an async path: the library's
+    own (`LockingHook`) get their history's lock without blocking the loop. Returns the listeners'
+    failure (one, or a group, as the sync path raises it) and what came to stop the caller while one of
+    them waited (see `call_holding_its_lock`). After a cancellation the listeners after it still run
+    (they never await); after the coroutine's close nothing more runs (it raises GeneratorExit in this
+    frame too)."""
+    errors: list[BaseException] = []
+    stop: BaseException | None = None
+    for listener in listeners:
+        if isinstance(listener, LockingHook):
+            failure, stopped = await call_holding_its_lock(listener, event)
+            stop = stopped or stop
+        else:
+            failure = _call_sync(listener, event, "on_history_changed", path)
+        if failure is not None:
+            errors.append(failure)
+    return (_combined(errors, "on_history_changed") if errors else None), stop
+
+
+def raise_listeners_outcome(failed: BaseException | None, stop: BaseException | None) -> None:
+    """Raise what `run_listeners_on_loop` returned: the stop, with the listeners' failure at the end of
+    its context chain, else the failure; nothing when neither came."""
+    if stop is not None:
+        if failed is not None:
+            _end_context_chain(stop, failed)
+        raise stop
+    if failed is not None:
+        raise failed
+
+
+def _call_sync(callback: Callable[[Any], Any], argument: Any, hook: str, path: str) -> BaseException | None:
+    """Call one callback of a sync hook list; what it raised (or its refused result) is returned."""
+    try:
+        result = callback(argument)
+        if type(result) is AsyncGeneratorType:
+            raise _async_generator_refused(hook, callback)
+        if inspect.isawaitable(result):
+            if inspect.iscoroutine(result):
+                result.close()  # never awaited: close it rather than leak a warning
+            advice = "; use a_add_message" if path == "add_message" else ": it must be a plain function"
+            raise TypeError(f"{hook} callback {callback!r} returned an awaitable on the sync {path} path{advice}")
+    except BaseException as error:  # every callback runs; failures are re-raised by the caller
+        return error
+    return None
 
 
 async def run_async_callbacks(
@@ -180,6 +226,14 @@ async def run_async_callbacks(
     observer turned into another error (3.11+) as a fresh CancelledError, that error first in its chain."""
     errors: list[BaseException] = []
     for callback in callbacks:
+        if isinstance(callback, LockingHook):  # the library's own: its lock taken without blocking the loop
+            failure, stop = await call_holding_its_lock(callback, message)
+            if failure is not None:
+                errors.append(failure)
+            if stop is not None:
+                _chain_earlier(stop, errors, failed_before, path)
+                raise stop
+            continue
         try:
             result = callback(message)
         except BaseException as error:  # raised by the call, never thrown in at an await: always a failure

@@ -26,7 +26,9 @@ from lionmsg.runtime.callbacks import (
     check_observer_list,
     history_preflight,
     raise_hook_failures,
+    raise_listeners_outcome,
     run_async_callbacks,
+    run_listeners_on_loop,
     run_sync_callbacks,
     sync_preflight,
 )
@@ -224,6 +226,13 @@ class MessageManager:
             # A snapshot, as for observers: a listener added meanwhile hears the next change.
             run_sync_callbacks(tuple(self.on_history_changed), event, "on_history_changed", _EVENT_METHODS[event])
 
+    async def _history_changed_on_loop(self, event: HistoryEvent) -> tuple[BaseException | None, BaseException | None]:
+        """`_history_changed` from an async path: the listeners' failure and a stop (see
+        `run_listeners_on_loop`), returned."""
+        if not self.on_history_changed:
+            return None, None
+        return await run_listeners_on_loop(tuple(self.on_history_changed), event, _EVENT_METHODS[event])
+
     def _system_listeners_failed(self) -> BaseException | None:
         """The history listeners told of `add_message(system=...)`: their failure is returned, to be
         raised after the message-added observers ran (the system message is committed either way)."""
@@ -249,7 +258,7 @@ class MessageManager:
                     thread_lock.release()
         # Both locks released first, as clear_messages does: a listener that waits for another thread's
         # change (or task's) must not wait on a lock this call still holds (review bk F1).
-        self._history_changed("clear")
+        raise_listeners_outcome(*await self._history_changed_on_loop("clear"))
 
     # -- adding ------------------------------------------------------------------------------------
 
@@ -320,7 +329,11 @@ class MessageManager:
             # The snapshot (ADR D4: after the commit), before the history listeners run: what they change
             # applies to the next add, as on the sync path.
             callbacks = list(self.on_message_added or ())
-            listeners_failed = self._system_listeners_failed() if system else None
+            listeners_failed = None
+            if system:
+                listeners_failed, stop = await self._history_changed_on_loop("system")
+                if stop is not None:  # the observers do not run, as when a stop comes while one awaits
+                    raise_listeners_outcome(listeners_failed, stop)
         finally:
             lock.release()
         await run_async_callbacks(callbacks, message, listeners_failed, "a_add_message")

@@ -71,6 +71,7 @@ from uuid import UUID, uuid4
 
 from lionmsg.generated.messages import ActionRequest, ActionResponse, Message, System
 from lionmsg.runtime.branch import Branch
+from lionmsg.runtime.lockinghooks import LockedCall, LockingHook
 from lionmsg.runtime.manager import MessageManager, misplaced_system, misplaced_system_text, refuse_unhookable
 from lionmsg.runtime.pile import Pile, changes_made, out_of_step
 from lionmsg.runtime.wire import loads_json
@@ -113,7 +114,7 @@ _UPSERT = (
 Row = tuple[str, int, str]  # message id, position, record
 
 
-class Attachment:
+class Attachment(LockingHook):
     """The link between one history and one stored branch, returned by `SQLiteStore.attach`. It is the
     message-added observer itself (it appears in the manager's `on_message_added`)."""
 
@@ -558,7 +559,7 @@ class SQLiteStore:
         manager = attachment.manager
         manager.on_message_added.insert(0, attachment)
         try:
-            attachment._unwatch = watch_history(manager, attachment._history_changed)
+            attachment._unwatch = watch_history(manager, LockedCall(manager, attachment._history_changed))
         except BaseException:
             _remove(manager.on_message_added, attachment)
             raise

@@ -1,0 +1,297 @@
+"""The library's own hooks (a store's writer and listener, a Branch's view tracking) on the async paths:
+they wait for the history's thread lock without blocking the event loop (review bq F1), and a
+cancellation or close that comes meanwhile waits until they have recorded the change."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lionmsg import Branch, Instruction, MessageManager, Progression, System
+from lionmsg.store import BranchTakenOverError, SQLiteStore
+
+# How long the thread holding the history's lock waits for the loop before it gives up: a loop that
+# the library blocks never runs what it waits for, and the test then fails after this, not for ever.
+PATIENCE = 5.0
+
+
+class LockHolder:
+    """Another thread that takes the history's thread lock and, holding it, waits for a coroutine on the
+    loop (README: hold `thread_lock` to make several calls one step)."""
+
+    def __init__(self, manager: MessageManager, loop: asyncio.AbstractEventLoop) -> None:
+        self.manager = manager
+        self.loop = loop
+        self.holding = threading.Event()
+        self.outcome: list[str] = []
+        self.thread = threading.Thread(target=self._hold)
+
+    def _hold(self) -> None:
+        with self.manager.messages.thread_lock:
+            self.holding.set()
+            try:
+                self.outcome.append(asyncio.run_coroutine_threadsafe(_served(), self.loop).result(PATIENCE))
+            except TimeoutError:  # concurrent.futures.TimeoutError is this one on 3.11+
+                self.outcome.append("the loop never ran")
+            except Exception as error:  # 3.10: concurrent.futures.TimeoutError is another class
+                self.outcome.append(f"the loop never ran ({type(error).__name__})")
+
+    def start(self) -> None:
+        self.thread.start()
+        self.holding.wait()
+
+
+async def _served() -> str:
+    await asyncio.sleep(0.02)
+    return "served"
+
+
+def _starting(holder_of: Callable[[], LockHolder]) -> Callable[[Any], None]:
+    """A plain hook, put before the library's, that starts the lock holder and returns once it holds."""
+
+    def start(_: Any) -> None:
+        holder_of().start()
+
+    return start
+
+
+@contextmanager
+def attached(path: Path, manager: MessageManager) -> Iterator[SQLiteStore]:
+    with SQLiteStore(path) as store:
+        store.attach(manager, "b")
+        yield store
+
+
+def stored(path: Path) -> list[dict[str, Any]]:
+    with SQLiteStore(path) as fresh:
+        return [message.to_dict() for message in fresh.load("b")]
+
+
+def records(manager: MessageManager) -> list[dict[str, Any]]:
+    return [message.to_dict() for message in manager]
+
+
+def with_view(manager: MessageManager) -> Branch:
+    branch = Branch(msgs=manager)
+    branch.metadata["current_progression"] = Progression(order=[manager.system.id] if manager.system else [])
+    return branch
+
+
+def run_with_holder(manager: MessageManager, change: Callable[[], Any], *, listener: bool) -> LockHolder:
+    """Run `change()` (a coroutine of the manager's async paths) on a fresh loop while another thread,
+    started by a hook placed before the library's, holds the history's lock waiting for that loop."""
+    holders: list[LockHolder] = []
+
+    async def main() -> None:
+        holders.append(LockHolder(manager, asyncio.get_running_loop()))
+        starter = _starting(lambda: holders[0])
+        if listener:
+            manager.on_history_changed.insert(0, starter)
+        else:
+
+            async def observer(message: Any) -> None:
+                starter(message)
+
+            manager.on_message_added.insert(0, observer)
+        await change()
+
+    asyncio.run(main())
+    holders[0].thread.join(PATIENCE * 2)
+    return holders[0]
+
+
+@pytest.mark.parametrize("follower", ["store", "branch", "both"])
+def test_a_message_added_on_the_loop_while_another_thread_holds_the_lock_waiting_for_it(
+    tmp_path: Path, follower: str
+) -> None:
+    manager = MessageManager(system=System(content={"system_message": "rules"}))
+    branch = with_view(manager) if follower in ("branch", "both") else None
+    with attached(tmp_path / "h.db", manager) if follower != "branch" else _nothing():
+        holder = run_with_holder(manager, lambda: manager.a_add_message(instruction="from the loop"), listener=False)
+    assert holder.outcome == ["served"]  # the loop kept running while the library's hooks waited
+    added = list(manager)[-1]
+    assert isinstance(added, Instruction)
+    if follower != "branch":
+        assert stored(tmp_path / "h.db") == records(manager)
+    if branch is not None:
+        assert list(branch.progression) == [manager.system.id, added.id]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("follower", ["store", "branch"])
+def test_a_clear_on_the_loop_while_another_thread_holds_the_lock_waiting_for_it(tmp_path: Path, follower: str) -> None:
+    manager = MessageManager(system=System(content={"system_message": "rules"}))
+    manager.add_message(instruction="gone soon")
+    branch = with_view(manager) if follower == "branch" else None
+    if branch is not None:
+        branch.progression.append(list(manager)[-1].id)
+    with attached(tmp_path / "h.db", manager) if follower == "store" else _nothing():
+        holder = run_with_holder(manager, manager.aclear_messages, listener=True)
+    assert holder.outcome == ["served"]
+    assert len(manager) == 1
+    if follower == "store":
+        assert stored(tmp_path / "h.db") == records(manager)
+    else:
+        assert list(branch.progression) == [manager.system.id]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("follower", ["store", "branch"])
+def test_a_system_message_set_on_the_loop_while_another_thread_holds_the_lock_waiting_for_it(
+    tmp_path: Path, follower: str
+) -> None:
+    manager = MessageManager(system=System(content={"system_message": "old rules"}))
+    manager.add_message(instruction="kept")
+    branch = with_view(manager) if follower == "branch" else None
+    new = System(content={"system_message": "new rules"})
+    with attached(tmp_path / "h.db", manager) if follower == "store" else _nothing():
+        holder = run_with_holder(manager, lambda: manager.a_add_message(system=new), listener=True)
+    assert holder.outcome == ["served"]
+    assert manager.system is new
+    if follower == "store":
+        assert stored(tmp_path / "h.db") == records(manager)
+    else:
+        assert list(branch.progression) == [new.id]  # type: ignore[union-attr]
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+# -- a cancellation or close while a library hook waits --------------------------------------------
+
+
+class HeldUntilReleased:
+    """Another thread that, once started (by a hook placed before the library's), holds the history's
+    lock until `release` is set; `first` runs in it once it holds the lock."""
+
+    def __init__(self, manager: MessageManager, first: Callable[[], Any] = lambda: None) -> None:
+        self.manager = manager
+        self.first = first
+        self.holding = threading.Event()
+        self.release = threading.Event()
+
+    def _hold(self) -> None:
+        with self.manager.messages.thread_lock:
+            self.first()
+            self.holding.set()
+            self.release.wait(PATIENCE)
+
+    def start(self, _: Any) -> None:
+        threading.Thread(target=self._hold).start()
+        self.holding.wait()
+
+    async def astart(self, message: Any) -> None:
+        self.start(message)
+
+
+async def cancelled_while_waiting(change: Coroutine[Any, Any, Any], holder: HeldUntilReleased) -> BaseException:
+    """Run `change` into a library hook's wait for the lock `holder` holds, cancel it, check it still
+    waits (the cancellation held back), let the holder go, and return what the change raised."""
+    task = asyncio.get_running_loop().create_task(change)
+    for _ in range(20):  # into the hook's wait (it yields between its 1 ms slices)
+        await asyncio.sleep(0)
+    assert not task.done()
+    task.cancel()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not task.done()  # cancelled, but the hook has not run yet: still waiting
+    holder.release.set()
+    with pytest.raises(asyncio.CancelledError) as stopped:
+        await task
+    return stopped.value
+
+
+def closed_while_waiting(change: Coroutine[Any, Any, Any], holder: HeldUntilReleased) -> None:
+    """Drive `change` by hand (inside a running loop: the pile's asyncio lock needs one) into a library
+    hook's wait, then close it while the holder lets go 50 ms later."""
+    for _ in range(5):  # each send runs to the next 1 ms slice of the hook's wait
+        change.send(None)
+    assert holder.holding.is_set()
+    threading.Timer(0.05, holder.release.set).start()
+    change.close()  # a closed coroutine cannot await: the hook waits for the lock blocking, runs, then closes
+
+
+def lock_is_free(manager: MessageManager) -> bool:
+    taken = manager.messages.thread_lock.acquire(blocking=False)
+    if taken:
+        manager.messages.thread_lock.release()
+    return taken
+
+
+def test_a_cancellation_while_the_store_waits_comes_after_the_write_and_stops_later_observers(tmp_path: Path) -> None:
+    manager = MessageManager(system=System(content={"system_message": "rules"}))
+    later: list[Any] = []
+    holder = HeldUntilReleased(manager)
+    with attached(tmp_path / "h.db", manager):
+        manager.on_message_added.insert(0, holder.astart)
+        manager.on_message_added.append(later.append)  # after the store's writer
+        stop = asyncio.run(cancelled_while_waiting(manager.a_add_message(instruction="cancelled"), holder))
+    assert isinstance(stop, asyncio.CancelledError)
+    assert stored(tmp_path / "h.db") == records(manager)  # written before the cancellation was raised
+    assert later == []  # the observers after the store's did not run
+    assert lock_is_free(manager)
+
+
+def test_a_write_that_fails_while_a_cancellation_is_held_back_ends_the_cancellations_context(tmp_path: Path) -> None:
+    manager = MessageManager(system=System(content={"system_message": "rules"}))
+
+    def take_the_branch_over() -> None:
+        with SQLiteStore(tmp_path / "h.db") as other:
+            other.attach(MessageManager(), "b")
+
+    holder = HeldUntilReleased(manager, first=take_the_branch_over)
+    with attached(tmp_path / "h.db", manager):
+        manager.on_message_added.insert(0, holder.astart)
+        stop = asyncio.run(cancelled_while_waiting(manager.a_add_message(instruction="too late"), holder))
+    chain = [stop]
+    while chain[-1].__context__ is not None:
+        chain.append(chain[-1].__context__)
+    assert isinstance(chain[-1], BranchTakenOverError)  # reported, not lost behind the cancellation
+    assert stored(tmp_path / "h.db") == []  # the other writer's (empty) history stays
+
+
+def test_a_close_while_the_branch_waits_tracks_the_message_first() -> None:
+    manager = MessageManager(system=System(content={"system_message": "rules"}))
+    branch = with_view(manager)
+    holder = HeldUntilReleased(manager)
+    manager.on_message_added.insert(0, holder.astart)
+
+    async def main() -> None:
+        adding = manager.a_add_message(instruction="closed while tracked")
+        closed_while_waiting(adding, holder)
+
+    asyncio.run(main())
+    assert list(branch.progression) == [manager.system.id, list(manager)[-1].id]  # type: ignore[union-attr]
+    assert lock_is_free(manager)
+
+
+@pytest.mark.parametrize("stop", ["cancel", "close"])
+def test_a_stop_while_the_store_listener_waits_comes_after_it_wrote_the_clear(tmp_path: Path, stop: str) -> None:
+    manager = MessageManager(system=System(content={"system_message": "rules"}))
+    manager.add_message(instruction="gone soon")
+    heard: list[str] = []
+    holder = HeldUntilReleased(manager)
+    with attached(tmp_path / "h.db", manager):
+        manager.on_history_changed.insert(0, holder.start)
+        manager.on_history_changed.append(heard.append)  # after the store's listener
+
+        async def main() -> None:
+            if stop == "cancel":
+                raised = await cancelled_while_waiting(manager.aclear_messages(), holder)
+                assert isinstance(raised, asyncio.CancelledError)
+            else:
+                closed_while_waiting(manager.aclear_messages(), holder)
+
+        asyncio.run(main())
+    assert len(manager) == 1
+    assert stored(tmp_path / "h.db") == records(manager)  # the clear written before the stop was raised
+    # Listeners never await: after a cancellation every one ran; a close stops what comes after (it
+    # raises GeneratorExit in every awaiting frame).
+    assert heard == (["clear"] if stop == "cancel" else [])
+    assert lock_is_free(manager)
