@@ -252,6 +252,22 @@ def test_a_datetime_whose_offset_has_seconds_is_tagged_and_quoted_as_pyyaml_writ
     assert minimal_yaml(historic) == "!!timestamp '1900-01-01 00:00:00-00:17:32'\n"
 
 
+def test_a_timestamp_key_and_a_string_key_with_the_same_text_are_two_entries() -> None:
+    # Review bp LOW 5: the timestamp's text compared equal to the string, so one pair overwrote the other
+    # (and kept the first key's spelling): a pair of the prompt's data lost.
+    odd = datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(seconds=30)))
+    cases: list[Any] = [
+        {"2024-01-02 03:04:05": 1, datetime(2024, 1, 2, 3, 4, 5): 2},
+        {datetime(2024, 1, 2, 3, 4, 5): 2, "2024-01-02 03:04:05": 1},
+        {"2024-01-02 03:04:05+00:00:30": 1, odd: 2},
+        {"2024-01-02": "s", date(2024, 1, 2): "d"},
+        {date(2024, 1, 2): {"2024-01-02": [date(2024, 1, 2)]}},
+    ]
+    for value in cases:
+        assert minimal_yaml(value) == lionagi_minimal_yaml(value)
+    assert minimal_yaml(cases[0]) == "'2024-01-02 03:04:05': 1\n2024-01-02 03:04:05: 2\n"
+
+
 class _OwnSpelling(datetime):
     def isoformat(self, sep: str = "T", timespec: str = "auto") -> str:
         return "it's now"

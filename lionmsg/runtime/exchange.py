@@ -203,13 +203,19 @@ class Exchange(CopiedUnderLock, Element):
             # A queued id whose message left the pile is skipped, as by collect.
             queued = [message for ident in flow.outbox if (message := stored.get(ident.int)) is not None]
             counted = self._drop_counts.total()  # drops recorded before: how many of these were, if cut short
+            dropping: Message | None = None
             try:
                 del self._flows[key], self._owners[key]
-                for message in queued:
-                    self._drop(message, message.recipient, DROP_SENDER_UNREGISTERED)
-            except BaseException:  # an interrupt midway: the owner is gone, so its queued mail is recorded
+                for dropping in queued:
+                    self._drop(dropping, dropping.recipient, DROP_SENDER_UNREGISTERED)
+            except BaseException as failure:  # cut short midway: the owner is gone, so its queued mail is recorded
                 if key not in self._flows:
-                    for message in queued[self._drop_counts.total() - counted :]:
+                    rest = queued[self._drop_counts.total() - counted :]
+                    # An interrupt is no fault of the message it cut short: that one is recorded again. An
+                    # error its own drop raised would only come again (review bp): the others are recorded.
+                    if isinstance(failure, Exception) and rest and rest[0] is dropping:
+                        del rest[0]
+                    for message in rest:
                         self._drop(message, message.recipient, DROP_SENDER_UNREGISTERED)
                 raise
         return flow

@@ -96,14 +96,30 @@ _RESOLVED_TIMESTAMP = re.compile(
 _LEADING_INDICATORS = "#,[]{}&*!|>'\"%@`"
 
 
-class _Timestamp(str):
+class _TimestampText(str):
+    """A date's or datetime's text, equal only to its own kind's: as a dict key it stays apart from a
+    string key with the same text (PyYAML writes both: the string quoted, the timestamp plain; review bp)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((type(self), str.__str__(self)))
+
+
+class _Timestamp(_TimestampText):
     """A date or datetime as SafeDumper writes it: a plain (unquoted) timestamp scalar. A string with
     the same text is quoted, so that it reads back as a string."""
 
     __slots__ = ()
 
 
-class _TaggedTimestamp(str):
+class _TaggedTimestamp(_TimestampText):
     """A datetime whose text the timestamp resolver would not read back: SafeDumper writes it with its
     tag, single-quoted (`!!timestamp '1890-01-01 00:00:00+00:19:32'`)."""
 
