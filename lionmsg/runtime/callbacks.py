@@ -10,11 +10,11 @@ committed message (README: build the message and pass it in to know its id).
 
 A cancellation is not an observer's failure: when the task running `a_add_message` is cancelled (or its
 coroutine closed) while an observer awaits, the `CancelledError` (`GeneratorExit`) propagates at once,
-as itself, and later observers do not run, so `asyncio.timeout`, `wait_for`, task groups and
-`coroutine.close()` work as asyncio promises, also when the observer turns the cancellation into another
-error (3.11+); one that swallows it hides it from the add, as from any code awaiting it. The message
-stays committed. A `CancelledError` an observer raises while
-nobody cancels the add (its own inner task was cancelled) is that observer's failure; only Python 3.11+
+as itself, and later observers do not run (the library's own do first: `run_the_rest_after_a_stop`), so
+`asyncio.timeout`, `wait_for`, task groups and `coroutine.close()` work as asyncio promises, also when
+the observer turns the cancellation into another error (3.11+); one that swallows it hides it from the
+add, as from any code awaiting it. The message stays committed. A `CancelledError` an observer raises
+while nobody cancels the add (its own inner task was cancelled) is that observer's failure; only Python 3.11+
 can tell the two apart (`Task.cancelling()`), so on 3.10 every one out of an await stops the add. What
 an observer raises when it is called, before any await, is always its failure: a stop is only ever
 thrown in at an await.
@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from types import AsyncGeneratorType, CoroutineType
 from typing import Any, NoReturn, cast
 
-from lionmsg.runtime.lockinghooks import LockingHook, call_holding_its_lock
+from lionmsg.runtime.lockinghooks import LockingHook, call_holding_its_lock, run_the_rest_after_a_stop
 
 if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.10 CI run
     from exceptiongroup import BaseExceptionGroup
@@ -173,14 +173,16 @@ async def run_listeners_on_loop(
     """`run_sync_callbacks` for history listeners told of a change made by an async path: the library's
     own (`LockingHook`) get their history's lock without blocking the loop. Returns the listeners'
     failure (one, or a group, as the sync path raises it) and what came to stop the caller while one of
-    them waited (see `call_holding_its_lock`). After a cancellation the listeners after it still run
-    (they never await); after the coroutine's close nothing more runs (it raises GeneratorExit in this
-    frame too)."""
+    them waited (see `call_holding_its_lock`). Every listener runs, also after a stop (they never
+    await; after a close, the library's wait for their lock blocking)."""
     errors: list[BaseException] = []
     stop: BaseException | None = None
     for listener in listeners:
-        if isinstance(listener, LockingHook):
-            failure, stopped = await call_holding_its_lock(listener, event)
+        if isinstance(listener, LockingHook) and not isinstance(stop, GeneratorExit):
+            try:
+                failure, stopped = await call_holding_its_lock(listener, event)
+            except GeneratorExit as closed:  # it ran (its failure went with the close); the rest cannot wait
+                failure, stopped = None, closed  # without blocking: they are called as they are
             stop = stopped or stop
         else:
             failure = _call_sync(listener, event, "on_history_changed", path)
@@ -221,16 +223,21 @@ async def run_async_callbacks(
 ) -> None:
     """Call and await each callback with `message`; then raise the failures as `raise_hook_failures` does,
     with `failed_before` (what the history listeners raised when a system message was set by `path`, or
-    None). A stop (see `_stops_the_add`) propagates at once, as itself, with every failure before it at
-    the end of its context chain (after what an observer was handling when it was stopped); a stop the
-    observer turned into another error (3.11+) as a fresh CancelledError, that error first in its chain."""
+    None). A stop (see `_stops_the_add`) propagates at once, as itself, once the library's hooks after
+    it ran (`run_the_rest_after_a_stop`), with every failure before it at the end of its context chain
+    (after what an observer was handling when it was stopped); a stop the observer turned into another
+    error (3.11+) as a fresh CancelledError, that error first in its chain."""
     errors: list[BaseException] = []
-    for callback in callbacks:
+    for position, callback in enumerate(callbacks):
         if isinstance(callback, LockingHook):  # the library's own: its lock taken without blocking the loop
-            failure, stop = await call_holding_its_lock(callback, message)
+            try:
+                failure, stop = await call_holding_its_lock(callback, message)
+            except GeneratorExit as closed:  # it ran (its failure went with the close)
+                failure, stop = None, closed
             if failure is not None:
                 errors.append(failure)
             if stop is not None:
+                errors += await run_the_rest_after_a_stop(callbacks[position + 1 :], message, stop)
                 _chain_earlier(stop, errors, failed_before, path)
                 raise stop
             continue
@@ -250,10 +257,12 @@ async def run_async_callbacks(
                     errors.append(error)
                     continue
                 if isinstance(error, _STOPPING):
+                    errors += await run_the_rest_after_a_stop(callbacks[position + 1 :], message, error)
                     _chain_earlier(error, errors, failed_before, path)
                     raise
                 stop = asyncio.CancelledError()  # the observer made another error of the cancellation
                 stop.__context__ = error  # (first in the chain; the earlier failures after it)
+                errors += await run_the_rest_after_a_stop(callbacks[position + 1 :], message, stop)
                 _chain_earlier(stop, errors, failed_before, path)
                 raise stop from error
         elif type(result) is AsyncGeneratorType:
