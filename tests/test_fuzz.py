@@ -33,6 +33,7 @@ from lionmsg import LION_CLASSES, Message
 from lionmsg.runtime.addressing import normalize_address
 from lionmsg.runtime.content.base import MessageContent
 from lionmsg.runtime.wire import loads_json, write_json
+from lionmsg.schema import strategies
 from lionmsg.schema.files import KINDS, kind_of_class, load_bundle
 from lionmsg.schema.fuzz import generate_records
 from lionmsg.schema.strategies import EDGE_KEY, generation_schema, inlined_kind_schema, records
@@ -609,3 +610,19 @@ def test_a_kind_is_named_by_its_schema_name_or_its_class_as_lionmsg_fuzz_names_i
     assert generation_schema("System") == generation_schema("system")
     with pytest.raises(KeyError, match="unknown record kind 'Instructions'; known: message, system"):
         records("Instructions")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(strategies._ANY_CHARACTER), st.booleans())
+def test_address_text_holds_only_what_json_can_hold(text: str, paired: bool) -> None:
+    # Review bt: the address strategy drew any code points, so now and then a high surrogate followed
+    # by a low one, which no JSON text can hold (its readers read the two escapes as one character):
+    # the round-trip property failed for a record the validator calls valid. Such text is not drawn,
+    # and the writers refuse it.
+    if paired:
+        text = f"{text[:1]}\ud83d\ude00{text[1:]}"
+    drawn = Message(content="x", sender=strategies._pairs_apart(text))
+    assert Message.from_json(drawn.to_json()).to_dict() == drawn.to_dict()
+    if paired:
+        with pytest.raises(ValueError, match="a high surrogate followed by a low one"):
+            Message(content="x", sender=text).to_json()

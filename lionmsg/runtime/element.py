@@ -37,6 +37,7 @@ from lionmsg.runtime.wire import (
     check_mode,
     finite_parts_noted,
     loads_json,
+    refuse_colliding_keys,
     write_json,
 )
 
@@ -275,7 +276,11 @@ class Element(BaseModel):
     def model_dump(self, *, mode: Literal["json", "python"] | str = "python", **options: Any) -> dict[str, Any]:
         """Pydantic's dump, except that in JSON mode a dict key holding a lone surrogate is kept, as the
         one-pass roads and the JSON writers keep it: pydantic-core refuses such a key there
-        (UnicodeEncodeError), so the python-mode dump is brought to JSON form around it."""
+        (UnicodeEncodeError), so the python-mode dump is brought to JSON form around it. A key that is no
+        string and whose text another key of its dict has in free-form values (content, metadata) is a
+        ValueError there: the JSON record would keep one of the two values."""
+        if mode == "json":
+            self._refuse_colliding_keys(options.get("include"), options.get("exclude"))
         try:
             return super().model_dump(mode=mode, **options)
         except PydanticSerializationError as error:
@@ -284,6 +289,12 @@ class Element(BaseModel):
             if mode != "json":
                 raise
             return jsonable_keeping_keys(super().model_dump(mode="python", **options))  # type: ignore[no-any-return]
+
+    def _refuse_colliding_keys(self, include: Any, exclude: Any) -> None:
+        values = self.__dict__
+        for name in _FREE_FORM_FIELDS:
+            if name in values and _dumped(name, include, exclude):
+                refuse_colliding_keys(values[name], f"$.{name}")
 
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
         """A container puts the records of what it holds (messages, piles, flows) into its own record;
@@ -399,6 +410,17 @@ def library_loader(cls: type[E]) -> Callable[[Mapping[str, Any]], E]:
         if "from_dict" in ancestor.__dict__ and ancestor.__module__.startswith("lionmsg."):
             return ancestor.__dict__["from_dict"].__get__(None, cls)  # type: ignore[no-any-return]
     raise TypeError(f"{cls.__name__} is not an element class")  # unreachable: Element defines one
+
+
+# The fields that hold a caller's data as it came: the only places a key that is no string can sit.
+_FREE_FORM_FIELDS = ("content", "metadata")
+
+
+def _dumped(name: str, include: Any, exclude: Any) -> bool:
+    """Whether pydantic's dump writes the field `name`, as far as a top-level include or exclude says."""
+    if isinstance(exclude, (set, frozenset, dict)) and name in exclude:
+        return type(exclude) is dict and exclude[name] is not True  # {name: True} leaves it out whole
+    return not isinstance(include, (set, frozenset, dict)) or name in include
 
 
 def jsonable_keeping_keys(value: Any) -> Any:

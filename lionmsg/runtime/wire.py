@@ -4,6 +4,7 @@ strict JSON reading, and checked JSON writing."""
 from __future__ import annotations
 
 import _thread
+import dataclasses
 import json
 import math
 import re
@@ -14,7 +15,8 @@ from contextvars import ContextVar, copy_context
 from functools import cache
 from typing import Any, cast
 
-from pydantic_core import PydanticSerializationError
+from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 from pydantic_core import to_json as _write_json
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "matches",
     "note_finite",
     "on_fresh_stack",
+    "refuse_colliding_keys",
     "sorted_names",
     "write_json",
 ]
@@ -253,6 +256,7 @@ def write_json(record: Any) -> str:
     try:
         return _write_json(record).decode()
     except PydanticSerializationError as error:
+        _refuse_surrogate_pairs(record)  # pydantic-core refuses every surrogate: only this road meets them
         try:
             try:
                 return _dumps(record)
@@ -301,15 +305,89 @@ def _json_pieces(value: Any, pieces: list[str]) -> list[str]:
     return pieces
 
 
+def refuse_colliding_keys(value: Any, path: str) -> None:
+    """ValueError where a dict in `value` (free-form data: dicts, lists, tuples, dataclasses and models
+    holding them) has a key that is no string whose JSON text, by pydantic's rule, is another key's
+    too (`1` and `"1"`, `None` and `"None"`): the JSON record would keep one of the two values, silently
+    (review bt; LionAGI's writer refuses every such key). `path` names `value` in the record."""
+    pending = [(value, path)]
+    while pending:
+        value, path = pending.pop()
+        kind = type(value)
+        if kind is dict:
+            if not all(type(key) is str for key in value):
+                _refuse_a_second_text(value, path)
+            pending.extend((item, _entry_path(path, key)) for key, item in value.items())
+        elif kind is list or kind is tuple:
+            pending.extend((item, f"{path}[{index}]") for index, item in enumerate(value))
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):  # a content object
+            fields = (field.name for field in dataclasses.fields(value) if not field.name.startswith("_"))
+            pending.extend((getattr(value, name), f"{path}.{name}") for name in fields)
+        elif isinstance(value, BaseModel):
+            pending.extend((item, f"{path}.{name}") for name, item in value.__dict__.items())
+
+
+def _refuse_a_second_text(mapping: dict[Any, Any], path: str) -> None:
+    texts: dict[str, Any] = {}
+    for key in mapping:
+        text = key if type(key) is str else next(iter(to_jsonable_python({key: None})))
+        if text in texts:
+            first, second = (texts[text], key) if type(key) is str else (key, texts[text])
+            raise ValueError(
+                f"cannot write {first!r} as a JSON key (at {path}): it would be {text!r}, which the key "
+                f"{second!r} is too (a JSON object keeps one value per key)"
+            )
+        texts[text] = key
+
+
+def _entry_path(path: str, key: Any) -> str:
+    if type(key) is not str:
+        return f"{path}[{key!r}]"
+    return f"{path}.{key}" if key.isprintable() else f"{path}[{key!r}]"  # a key that would not print
+
+
 def _path_to_non_finite(value: Any, path: str) -> str | None:
-    if type(value) is float and not math.isfinite(value):
+    return _path_to(value, path, lambda found: type(found) is float and not math.isfinite(found))
+
+
+def _path_to(value: Any, path: str, wanted: Callable[[Any], bool]) -> str | None:
+    """Where in JSON-mode data the first `wanted` value or key is (a key: the path of its entry)."""
+    if wanted(value):
         return path
     items = value.items() if type(value) is dict else enumerate(value) if type(value) is list else ()
     for key, item in items:
-        found = _path_to_non_finite(item, f"{path}.{key}" if type(key) is str else f"{path}[{key}]")
+        where = f"{path}[{key}]" if type(key) is int else _entry_path(path, key)
+        found = where if wanted(key) else _path_to(item, where, wanted)
         if found is not None:
             return found
     return None
+
+
+# A high surrogate followed by a low one: two code points in a Python str, written as two escapes, which
+# every JSON reader (Python's too) reads as the one character they encode together.
+_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def _holds_a_surrogate_pair(value: Any) -> bool:
+    return type(value) is str and _SURROGATE_PAIR.search(value) is not None
+
+
+def _refuse_surrogate_pairs(record: Any) -> None:
+    """ValueError, naming the place, for text no JSON can hold: the record would read back changed."""
+    pending = [record]
+    while pending:  # one pass without paths: the common case finds nothing
+        value = pending.pop()
+        kind = type(value)
+        if kind is dict:
+            pending.extend(value)
+            pending.extend(value.values())
+        elif kind is list:
+            pending.extend(value)
+        elif _holds_a_surrogate_pair(value):
+            raise ValueError(
+                f"cannot write {value!r} as JSON (at {_path_to(record, '$', _holds_a_surrogate_pair)}): a high "
+                "surrogate followed by a low one is read back as the one character they encode"
+            )
 
 
 def _finite(text: str) -> float:

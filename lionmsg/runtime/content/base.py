@@ -16,6 +16,7 @@ from lionmsg.runtime.wire import (
     check_finite,
     check_mode,
     on_fresh_stack,
+    refuse_colliding_keys,
     sorted_names,
 )
 
@@ -258,7 +259,11 @@ def shaped_record(record: dict[str, Any], exclude: Collection[str] | None, mode:
         record = {name: value for name, value in record.items() if name not in exclude}
     if mode == "json":
         plain = json_copy(record)
-        record = to_jsonable_python(record) if plain is MISSING else plain
+        if plain is MISSING:
+            refuse_colliding_keys(record, "$")
+            record = to_jsonable_python(record)
+        else:
+            record = plain
         check_finite(record)
     return record
 
