@@ -700,6 +700,28 @@ def test_keys_that_are_no_strings_but_write_apart_are_written_as_their_text() ->
         manager.to_dict()
 
 
+def test_the_key_check_stops_at_data_that_holds_itself() -> None:
+    # The check walks the data before pydantic does: a dict that holds itself must not keep it walking
+    # (pydantic then refuses the cycle, as before). In a thread: a regression would spin, not hang the run.
+    message = Message(content={"a": 1})
+    assert isinstance(message.content, dict)
+    message.content["self"] = message.content
+    message.content[1] = "x"  # a key that is no string: the road that runs the check
+    raised: list[BaseException] = []
+
+    def dump() -> None:
+        try:
+            message.model_dump(mode="json")
+        except ValueError as error:
+            raised.append(error)
+
+    worker = threading.Thread(target=dump, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert [str(error) for error in raised] == ["Circular reference detected (id repeated)"]
+
+
 class _Float64(float):
     """What numpy's float64 is to Python: a float subclass."""
 

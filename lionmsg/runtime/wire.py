@@ -311,9 +311,13 @@ def refuse_colliding_keys(value: Any, path: str) -> None:
     too (`1` and `"1"`, `None` and `"None"`): the JSON record would keep one of the two values, silently
     (review bt; LionAGI's writer refuses every such key). `path` names `value` in the record."""
     pending = [(value, path)]
+    seen: set[int] = set()  # each container once: data that holds itself is the writers' to refuse
     while pending:
         value, path = pending.pop()
         kind = type(value)
+        if kind in _SCALARS or id(value) in seen:
+            continue
+        seen.add(id(value))
         if kind is dict:
             if not all(type(key) is str for key in value):
                 _refuse_a_second_text(value, path)
@@ -325,6 +329,9 @@ def refuse_colliding_keys(value: Any, path: str) -> None:
             pending.extend((getattr(value, name), f"{path}.{name}") for name in fields)
         elif isinstance(value, BaseModel):
             pending.extend((item, f"{path}.{name}") for name, item in value.__dict__.items())
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
 def _refuse_a_second_text(mapping: dict[Any, Any], path: str) -> None:
