@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
 import math
 import re
 import subprocess
 import sys
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -20,7 +21,7 @@ from uuid import UUID, uuid4
 import pytest
 from generate import SCHEMA_DIR, SchemaSet
 from jsonschema.validators import Draft202012Validator
-from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter, ValidationError, field_serializer, field_validator
 
 from lionmsg import (
     LION_CLASSES,
@@ -646,6 +647,21 @@ def test_text_holding_a_surrogate_pair_is_refused_by_every_json_writer(content: 
     assert Message.from_json(apart.to_json()) == apart
 
 
+@dataclasses.dataclass
+class _Pair:
+    _held: dict[Any, str] = dataclasses.field(default_factory=lambda: {3: "a", "3": "b"})
+
+
+class _Renamed(BaseModel):
+    """A model whose serializer writes its dict under other keys: its own rule, never refused."""
+
+    held: dict[Any, str]
+
+    @field_serializer("held")
+    def _write(self, held: dict[Any, str]) -> dict[str, str]:
+        return {f"{type(key).__name__}:{key}": value for key, value in held.items()}
+
+
 def _with_metadata(metadata: dict[Any, Any]) -> Message:
     message = Message(content="x")
     message.metadata.update(metadata)  # in place: construction refuses a key that is no string
@@ -672,6 +688,15 @@ def _with_metadata(metadata: dict[Any, Any]) -> Message:
         ),
         pytest.param(lambda: _with_metadata({True: 1, "true": 2}), "$.metadata", True, "true", id="metadata"),
         pytest.param(lambda: _Note(content=[{(1, 2): 0, "1,2": 1}]), "$.content[0]", (1, 2), "1,2", id="subclass"),
+        pytest.param(
+            lambda: Message(content={"k": OrderedDict([(1, "a"), ("1", "b")])}),
+            "$.content.k",
+            1,
+            "1",
+            id="dict subclass",
+        ),
+        pytest.param(lambda: Message(content=deque([{2: "a", "2": "b"}])), "$.content[0]", 2, "2", id="deque"),
+        pytest.param(lambda: Message(content={"d": _Pair()}), "$.content.d._held", 3, "3", id="dataclass"),
     ],
 )
 def test_a_key_whose_json_text_is_another_keys_is_refused_by_every_json_writer(
@@ -683,7 +708,9 @@ def test_a_key_whose_json_text_is_another_keys_is_refused_by_every_json_writer(
     message = make()
     python = message.to_dict(mode="python")
     expected = rf"^cannot write {re.escape(repr(key))} as a JSON key \(at {re.escape(where)}\): it would be {text!r}"
-    for write in (message.to_dict, message.to_json, message.model_dump_json, lambda: message.model_dump(mode="json")):
+    writers = [message.to_dict, message.to_json, message.model_dump_json, lambda: message.model_dump(mode="json")]
+    writers.append(lambda: message.model_dump_json(indent=2))  # pydantic's own writer, with options
+    for write in writers:
         with pytest.raises(ValueError, match=expected):
             write()
     assert message.to_dict(mode="python") == python  # nothing changed; the python record keeps both
@@ -694,6 +721,8 @@ def test_keys_that_are_no_strings_but_write_apart_are_written_as_their_text() ->
     assert message.to_dict()["content"] == {"1": "a", "2": "b", str(UUID(int=1)): "c", "None": "d", "x": "e"}
     excluded = ActionRequest(content={"function": "f", "arguments": {1: "a", "1": "b"}})
     assert "content" not in excluded.model_dump(mode="json", exclude={"content"})  # not written: not refused
+    renamed = Message(content={"m": _Renamed(held={1: "a", "1": "b"})})
+    assert renamed.to_dict()["content"] == {"m": {"held": {"int:1": "a", "str:1": "b"}}}
     manager = MessageManager()
     manager.add_message(instruction="x", context=[{2: "a", "2": "b"}])
     with pytest.raises(ValueError, match=r"at \$\.content\.prompt_context\[0\]\): it would be '2'"):

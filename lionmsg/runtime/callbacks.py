@@ -10,7 +10,8 @@ committed message (README: build the message and pass it in to know its id).
 
 A cancellation is not an observer's failure: when the task running `a_add_message` is cancelled (or its
 coroutine closed) while an observer awaits, the `CancelledError` (`GeneratorExit`) propagates at once,
-as itself, and later observers do not run (the library's own do first: `run_the_rest_after_a_stop`), so
+as itself, and later observers do not run (the library's own do, at once or on the loop: see
+`run_the_rest_after_a_stop`), so
 `asyncio.timeout`, `wait_for`, task groups and `coroutine.close()` work as asyncio promises, also when
 the observer turns the cancellation into another error (3.11+); one that swallows it hides it from the
 add, as from any code awaiting it. The message stays committed. A `CancelledError` an observer raises
@@ -30,7 +31,12 @@ from collections.abc import Callable, Sequence
 from types import AsyncGeneratorType, CoroutineType
 from typing import Any, NoReturn, cast
 
-from lionmsg.runtime.lockinghooks import LockingHook, call_holding_its_lock, run_the_rest_after_a_stop
+from lionmsg.runtime.lockinghooks import (
+    LockingHook,
+    call_holding_its_lock,
+    run_now_or_on_the_loop,
+    run_the_rest_after_a_stop,
+)
 
 if sys.version_info < (3, 11):  # pragma: no cover - exercised by the Python 3.10 CI run
     from exceptiongroup import BaseExceptionGroup
@@ -174,18 +180,21 @@ async def run_listeners_on_loop(
     own (`LockingHook`) get their history's lock without blocking the loop. Returns the listeners'
     failure (one, or a group, as the sync path raises it) and what came to stop the caller while one of
     them waited (see `call_holding_its_lock`). Every listener runs, also after a stop (they never
-    await; after a close, the library's wait for their lock blocking)."""
+    await; the library's then at once or on the loop: `run_now_or_on_the_loop`)."""
     errors: list[BaseException] = []
     stop: BaseException | None = None
     for listener in listeners:
-        if isinstance(listener, LockingHook) and not isinstance(stop, GeneratorExit):
-            try:
-                failure, stopped = await call_holding_its_lock(listener, event)
-            except GeneratorExit as closed:  # it ran (its failure went with the close); the rest cannot wait
-                failure, stopped = None, closed  # without blocking: they are called as they are
-            stop = stopped or stop
-        else:
+        if not isinstance(listener, LockingHook):
             failure = _call_sync(listener, event, "on_history_changed", path)
+        elif stop is not None:  # no more waiting: at once, or on the loop
+            failure = run_now_or_on_the_loop(listener, event, stop)
+        else:
+            try:
+                ran, failure, stop = await call_holding_its_lock(listener, event)
+            except GeneratorExit as closed:  # it ran (its failure went with the close); no more waiting
+                ran, failure, stop = True, None, closed
+            if not ran and stop is not None:  # cancelled while it waited
+                failure = run_now_or_on_the_loop(listener, event, stop)
         if failure is not None:
             errors.append(failure)
     return (_combined(errors, "on_history_changed") if errors else None), stop
@@ -223,21 +232,21 @@ async def run_async_callbacks(
 ) -> None:
     """Call and await each callback with `message`; then raise the failures as `raise_hook_failures` does,
     with `failed_before` (what the history listeners raised when a system message was set by `path`, or
-    None). A stop (see `_stops_the_add`) propagates at once, as itself, once the library's hooks after
-    it ran (`run_the_rest_after_a_stop`), with every failure before it at the end of its context chain
-    (after what an observer was handling when it was stopped); a stop the observer turned into another
-    error (3.11+) as a fresh CancelledError, that error first in its chain."""
+    None). A stop (see `_stops_the_add`) propagates at once, as itself (the library's hooks after it
+    run at once or on the loop: `run_the_rest_after_a_stop`), with every failure before it at the end
+    of its context chain (after what an observer was handling when it was stopped); a stop the observer
+    turned into another error (3.11+) as a fresh CancelledError, that error first in its chain."""
     errors: list[BaseException] = []
     for position, callback in enumerate(callbacks):
         if isinstance(callback, LockingHook):  # the library's own: its lock taken without blocking the loop
             try:
-                failure, stop = await call_holding_its_lock(callback, message)
+                ran, failure, stop = await call_holding_its_lock(callback, message)
             except GeneratorExit as closed:  # it ran (its failure went with the close)
-                failure, stop = None, closed
+                ran, failure, stop = True, None, closed
             if failure is not None:
                 errors.append(failure)
-            if stop is not None:
-                errors += await run_the_rest_after_a_stop(callbacks[position + 1 :], message, stop)
+            if stop is not None:  # the library's hooks from here on run at once or on the loop
+                errors += run_the_rest_after_a_stop(callbacks[position + (1 if ran else 0) :], message, stop)
                 _chain_earlier(stop, errors, failed_before, path)
                 raise stop
             continue
@@ -257,12 +266,12 @@ async def run_async_callbacks(
                     errors.append(error)
                     continue
                 if isinstance(error, _STOPPING):
-                    errors += await run_the_rest_after_a_stop(callbacks[position + 1 :], message, error)
+                    errors += run_the_rest_after_a_stop(callbacks[position + 1 :], message, error)
                     _chain_earlier(error, errors, failed_before, path)
                     raise
                 stop = asyncio.CancelledError()  # the observer made another error of the cancellation
                 stop.__context__ = error  # (first in the chain; the earlier failures after it)
-                errors += await run_the_rest_after_a_stop(callbacks[position + 1 :], message, stop)
+                errors += run_the_rest_after_a_stop(callbacks[position + 1 :], message, stop)
                 _chain_earlier(stop, errors, failed_before, path)
                 raise stop from error
         elif type(result) is AsyncGeneratorType:

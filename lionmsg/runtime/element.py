@@ -279,8 +279,8 @@ class Element(BaseModel):
         (UnicodeEncodeError), so the python-mode dump is brought to JSON form around it. A key that is no
         string and whose text another key of its dict has in free-form values (content, metadata) is a
         ValueError there: the JSON record would keep one of the two values."""
-        if mode == "json":
-            self._refuse_colliding_keys(options.get("include"), options.get("exclude"))
+        if mode == "json" and options.get("include") is None and options.get("exclude") is None:
+            self._refuse_colliding_keys()
         try:
             return super().model_dump(mode=mode, **options)
         except PydanticSerializationError as error:
@@ -290,10 +290,12 @@ class Element(BaseModel):
                 raise
             return jsonable_keeping_keys(super().model_dump(mode="python", **options))  # type: ignore[no-any-return]
 
-    def _refuse_colliding_keys(self, include: Any, exclude: Any) -> None:
+    def _refuse_colliding_keys(self) -> None:
+        """For a whole dump (no include or exclude, which may leave out either key: then pydantic's own
+        rule, the last of the two written, holds)."""
         values = self.__dict__
         for name in _FREE_FORM_FIELDS:
-            if name in values and _dumped(name, include, exclude):
+            if name in values:
                 refuse_colliding_keys(values[name], f"$.{name}")
 
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
@@ -323,6 +325,8 @@ class Element(BaseModel):
         lets `to_dict` see them) but not inside a nested model of its own config, which writes null."""
         if not options:
             return self.to_json()
+        if options.get("include") is None and options.get("exclude") is None:
+            self._refuse_colliding_keys()  # (indent, exclude_none...: pydantic's writer, the same data)
         try:
             text = super().model_dump_json(**options)
         except PydanticSerializationError as error:
@@ -414,13 +418,6 @@ def library_loader(cls: type[E]) -> Callable[[Mapping[str, Any]], E]:
 
 # The fields that hold a caller's data as it came: the only places a key that is no string can sit.
 _FREE_FORM_FIELDS = ("content", "metadata")
-
-
-def _dumped(name: str, include: Any, exclude: Any) -> bool:
-    """Whether pydantic's dump writes the field `name`, as far as a top-level include or exclude says."""
-    if isinstance(exclude, (set, frozenset, dict)) and name in exclude:
-        return type(exclude) is dict and exclude[name] is not True  # {name: True} leaves it out whole
-    return not isinstance(include, (set, frozenset, dict)) or name in include
 
 
 def jsonable_keeping_keys(value: Any) -> Any:

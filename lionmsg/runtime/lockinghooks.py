@@ -9,10 +9,11 @@ letting the loop's other tasks run: `acquire_without_blocking_the_loop`), and ca
 the hook re-enters it.
 
 The message or change is committed by then, and these hooks record it (a write-through, a view that must
-name it): a cancellation, or the coroutine's close, that comes while one waits (or while a user's observer
-before them awaits) is held back until every library hook of the list has run, and then raised: a store
-and a Branch on one history both record it (review bs). A close cannot await any more: the hooks wait
-for their lock blocking then.
+name it), whatever stops the caller: after a cancellation (while one waits, or while a user's observer
+before them awaits) each runs at once if its lock is free, else a task of the loop waits for the lock
+and runs it, and the cancelled task ends at once (a thread holding the lock may be waiting for it to
+end: review bu). After a close, which allows no more awaiting, they wait for their lock blocking. So a
+store and a Branch on one history both record a stopped add (review bs).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from lionmsg.runtime.threadlock import ThreadLock, acquire_without_blocking_the_loop, take
 
-__all__ = ["LockedCall", "LockingHook", "call_holding_its_lock", "run_the_rest_after_a_stop"]
+__all__ = ["LockedCall", "LockingHook", "call_holding_its_lock", "run_now_or_on_the_loop", "run_the_rest_after_a_stop"]
 
 # What `take` passes to `lock.acquire` to wait as long as it takes.
 _BLOCKING = ((True,), (-1,))
@@ -60,11 +61,15 @@ class LockedCall(LockingHook):
         return repr(self.call)
 
 
-async def call_holding_its_lock(hook: LockingHook, argument: Any) -> tuple[BaseException | None, BaseException | None]:
+async def call_holding_its_lock(
+    hook: LockingHook, argument: Any, *, through_stops: bool = False
+) -> tuple[bool, BaseException | None, BaseException | None]:
     """Call `hook(argument)` holding its history's thread lock, taken without blocking the loop. Returns
-    what the hook raised (or what else was raised while it waited, a Ctrl-C: then it does not run,
-    and that is reported as its failure, as when it waited blocking) and what came to stop the caller
-    while it waited (a CancelledError or a GeneratorExit), for the caller to report and raise."""
+    whether it ran, what it raised (or what else was raised while it waited, a Ctrl-C: then it does not
+    run, and that is reported as its failure, as when it waited blocking) and what came to stop the
+    caller while it waited: a CancelledError returns at once, the hook not run, for the caller to hand
+    to the loop (`run_now_or_on_the_loop`), unless `through_stops` (the loop's own task waits on); a
+    GeneratorExit (a close: nothing can be awaited any more) has the hook called, waiting blocking."""
     stop: BaseException | None = None
     while True:
         lock: ThreadLock = hook.manager.messages._lock
@@ -78,43 +83,89 @@ async def call_holding_its_lock(hook: LockingHook, argument: Any) -> tuple[BaseE
                     try:
                         await acquire_without_blocking_the_loop(lock, taken)
                         break
-                    except asyncio.CancelledError as cancelled:
-                        stop = cancelled  # thrown in at an await, where the lock is not held: wait on
-                    except GeneratorExit as closed:  # nothing can be awaited any more: the hook, called
-                        return _called(hook, argument), closed  # now, waits for its lock blocking
+                    except asyncio.CancelledError as cancelled:  # thrown in at an await: the lock not held
+                        if not through_stops:
+                            return False, None, cancelled
+                        stop = cancelled
+                    except GeneratorExit as closed:
+                        return True, _called(hook, argument), closed
             # The history's pile replaced while this waited: the hook takes the current one's lock.
             if hook.manager.messages._lock is not lock:
                 continue
         except BaseException as error:  # raised while waiting: the hook's failure, as if it waited itself
-            return error, stop
+            return False, error, stop
         else:
-            return _called(hook, argument), stop
+            return True, _called(hook, argument), stop
         finally:
             if taken[0]:
                 lock.release()
 
 
-async def run_the_rest_after_a_stop(hooks: Sequence[Any], argument: Any, stop: BaseException) -> list[BaseException]:
-    """Call the library's hooks among `hooks` (those after the one that a stop came to), as
-    `call_holding_its_lock` does, and return their failures: the change is committed and they record it,
-    whatever stops the caller (the user's hooks do not run). After a close nothing can be awaited:
-    each then waits for its lock blocking."""
+def run_now_or_on_the_loop(hook: LockingHook, argument: Any, stop: BaseException) -> BaseException | None:
+    """Call a library hook after a stop, without waiting: the change is committed and the hook records
+    it, but a cancelled task must end at once (a thread holding the lock may be waiting for it to end,
+    review bu). Holding its lock at once, the hook runs now and its failure is returned; else a task of
+    the running loop waits for the lock and runs it (its failure goes to the loop's exception handler).
+    After a close (`stop` a GeneratorExit), or with no loop running, it is called now and waits blocking."""
+    if isinstance(stop, GeneratorExit):
+        return _called(hook, argument)
+    lock: ThreadLock = hook.manager.messages._lock
+    taken = [False]
+    try:
+        if take(lock, taken) and hook.manager.messages._lock is lock:
+            return _called(hook, argument)
+    finally:
+        if taken[0]:
+            lock.release()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # driven by hand, with no loop: nothing could run it later
+        return _called(hook, argument)
+    finishing = loop.create_task(_run_later(hook, argument))
+    _FINISHING.add(finishing)  # the loop keeps only a weak reference to its tasks
+    finishing.add_done_callback(_FINISHING.discard)
+    return None
+
+
+# The tasks running library hooks that a stopped add or clear handed to its loop.
+_FINISHING: set[asyncio.Task[None]] = set()
+
+
+async def _run_later(hook: LockingHook, argument: Any) -> None:
+    # Waits through cancellations (the loop's shutdown cancels its tasks): the change is committed.
+    _, failure, _ = await call_holding_its_lock(hook, argument, through_stops=True)
+    if failure is None:
+        return
+    if not isinstance(failure, Exception):  # an interrupt is not reported and forgotten: it goes on
+        raise failure
+    asyncio.get_running_loop().call_exception_handler(
+        {"message": f"lionmsg: {hook!r}, run after its add or clear was stopped, failed", "exception": failure}
+    )
+
+
+def run_the_rest_after_a_stop(hooks: Sequence[Any], argument: Any, stop: BaseException) -> list[BaseException]:
+    """`run_now_or_on_the_loop` for each of the library's hooks among `hooks` (those after the one a stop
+    came to; the user's do not run); the failures of those that ran now."""
     failures: list[BaseException] = []
-    closing = isinstance(stop, GeneratorExit)
     for hook in hooks:
-        if not isinstance(hook, LockingHook):
-            continue
-        if closing:
-            failure = _called(hook, argument)
-        else:
-            try:
-                failure, _ = await call_holding_its_lock(hook, argument)  # a second stop: it stops anyway
-            except GeneratorExit:  # closed while it waited: it ran (its failure went with the close)
-                closing = True
-                continue
-        if failure is not None:
-            failures.append(failure)
+        if isinstance(hook, LockingHook):
+            failure = run_now_or_on_the_loop(hook, argument, stop)
+            if failure is not None:
+                _cut_at(failure, stop)
+                failures.append(failure)
     return failures
+
+
+def _cut_at(failure: BaseException, stop: BaseException) -> None:
+    """Raised while the caller handled `stop`, `failure` has it in its context chain; it is reported at
+    the end of the stop's own chain, so the link back is cut (else the chain would loop: review bu)."""
+    link, seen = failure, {id(failure)}
+    while link.__context__ is not None and id(link.__context__) not in seen:
+        if link.__context__ is stop:
+            link.__context__ = None
+            return
+        link = link.__context__
+        seen.add(id(link))
 
 
 def _called(hook: LockingHook, argument: Any) -> BaseException | None:

@@ -9,13 +9,13 @@ import json
 import math
 import re
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar, copy_context
 from functools import cache
 from typing import Any, cast
 
-from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 from pydantic_core import to_json as _write_json
 
@@ -306,10 +306,11 @@ def _json_pieces(value: Any, pieces: list[str]) -> list[str]:
 
 
 def refuse_colliding_keys(value: Any, path: str) -> None:
-    """ValueError where a dict in `value` (free-form data: dicts, lists, tuples, dataclasses and models
-    holding them) has a key that is no string whose JSON text, by pydantic's rule, is another key's
-    too (`1` and `"1"`, `None` and `"None"`): the JSON record would keep one of the two values, silently
-    (review bt; LionAGI's writer refuses every such key). `path` names `value` in the record."""
+    """ValueError where a dict in `value` (free-form data: dicts, arrays and dataclasses holding them;
+    not inside a pydantic model, which its own serializer writes) has a key that is no string whose
+    JSON text, by pydantic's rule, is another key's too (`1` and `"1"`, `None` and `"None"`): the JSON
+    record would keep one of the two values, silently (review bt; LionAGI's writer refuses every such
+    key). `path` names `value` in the record."""
     pending = [(value, path)]
     seen: set[int] = set()  # each container once: data that holds itself is the writers' to refuse
     while pending:
@@ -318,17 +319,17 @@ def refuse_colliding_keys(value: Any, path: str) -> None:
         if kind in _SCALARS or id(value) in seen:
             continue
         seen.add(id(value))
-        if kind is dict:
+        if isinstance(value, dict):  # an OrderedDict, a defaultdict too
             if not all(type(key) is str for key in value):
                 _refuse_a_second_text(value, path)
             pending.extend((item, _entry_path(path, key)) for key, item in value.items())
-        elif kind is list or kind is tuple:
+        elif isinstance(value, (list, tuple, set, frozenset, deque)):  # what pydantic writes as arrays
             pending.extend((item, f"{path}[{index}]") for index, item in enumerate(value))
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):  # a content object
-            fields = (field.name for field in dataclasses.fields(value) if not field.name.startswith("_"))
-            pending.extend((getattr(value, name), f"{path}.{name}") for name in fields)
-        elif isinstance(value, BaseModel):
-            pending.extend((item, f"{path}.{name}") for name, item in value.__dict__.items())
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):  # a content object, any dataclass
+            fields = [field.name for field in dataclasses.fields(value)]
+            pending.extend((getattr(value, name, None), f"{path}.{name}") for name in fields)
+        # A pydantic model is written by its own serializer (which may rename or leave out what it holds):
+        # pydantic's rule holds inside it, as in any model of the caller's.
 
 
 _SCALARS = frozenset((str, int, float, bool, type(None)))
@@ -337,7 +338,10 @@ _SCALARS = frozenset((str, int, float, bool, type(None)))
 def _refuse_a_second_text(mapping: dict[Any, Any], path: str) -> None:
     texts: dict[str, Any] = {}
     for key in mapping:
-        text = key if type(key) is str else next(iter(to_jsonable_python({key: None})))
+        try:
+            text = key if type(key) is str else next(iter(to_jsonable_python({key: None})))
+        except Exception:  # a key JSON has no text for: the writer's own error says so
+            continue
         if text in texts:
             first, second = (texts[text], key) if type(key) is str else (key, texts[text])
             raise ValueError(
