@@ -10,7 +10,7 @@ committed message (README: build the message and pass it in to know its id).
 
 A cancellation is not an observer's failure: when the task running `a_add_message` is cancelled (or its
 coroutine closed) while an observer awaits, the `CancelledError` (`GeneratorExit`) propagates at once,
-as itself, and later observers do not run (the library's own do, at once or on the loop: see
+as itself, and later observers do not run (the library's own do, at once or in a thread: see
 `run_the_rest_after_a_stop`), so
 `asyncio.timeout`, `wait_for`, task groups and `coroutine.close()` work as asyncio promises, also when
 the observer turns the cancellation into another error (3.11+); one that swallows it hides it from the
@@ -34,7 +34,7 @@ from typing import Any, NoReturn, cast
 from lionmsg.runtime.lockinghooks import (
     LockingHook,
     call_holding_its_lock,
-    run_now_or_on_the_loop,
+    run_now_or_in_a_thread,
     run_the_rest_after_a_stop,
 )
 
@@ -180,21 +180,21 @@ async def run_listeners_on_loop(
     own (`LockingHook`) get their history's lock without blocking the loop. Returns the listeners'
     failure (one, or a group, as the sync path raises it) and what came to stop the caller while one of
     them waited (see `call_holding_its_lock`). Every listener runs, also after a stop (they never
-    await; the library's then at once or on the loop: `run_now_or_on_the_loop`)."""
+    await; the library's then at once or in a thread: `run_now_or_in_a_thread`)."""
     errors: list[BaseException] = []
     stop: BaseException | None = None
     for listener in listeners:
         if not isinstance(listener, LockingHook):
             failure = _call_sync(listener, event, "on_history_changed", path)
-        elif stop is not None:  # no more waiting: at once, or on the loop
-            failure = run_now_or_on_the_loop(listener, event, stop)
+        elif stop is not None:  # no more waiting: at once, or in a thread
+            failure = run_now_or_in_a_thread(listener, event, stop)
         else:
             try:
                 ran, failure, stop = await call_holding_its_lock(listener, event)
             except GeneratorExit as closed:  # it ran (its failure went with the close); no more waiting
                 ran, failure, stop = True, None, closed
             if not ran and stop is not None:  # cancelled while it waited
-                failure = run_now_or_on_the_loop(listener, event, stop)
+                failure = run_now_or_in_a_thread(listener, event, stop)
         if failure is not None:
             errors.append(failure)
     return (_combined(errors, "on_history_changed") if errors else None), stop
@@ -233,7 +233,7 @@ async def run_async_callbacks(
     """Call and await each callback with `message`; then raise the failures as `raise_hook_failures` does,
     with `failed_before` (what the history listeners raised when a system message was set by `path`, or
     None). A stop (see `_stops_the_add`) propagates at once, as itself (the library's hooks after it
-    run at once or on the loop: `run_the_rest_after_a_stop`), with every failure before it at the end
+    run at once or in a thread: `run_the_rest_after_a_stop`), with every failure before it at the end
     of its context chain (after what an observer was handling when it was stopped); a stop the observer
     turned into another error (3.11+) as a fresh CancelledError, that error first in its chain."""
     errors: list[BaseException] = []
@@ -245,7 +245,7 @@ async def run_async_callbacks(
                 ran, failure, stop = True, None, closed
             if failure is not None:
                 errors.append(failure)
-            if stop is not None:  # the library's hooks from here on run at once or on the loop
+            if stop is not None:  # the library's hooks from here on run at once or in a thread
                 errors += run_the_rest_after_a_stop(callbacks[position + (1 if ran else 0) :], message, stop)
                 _chain_earlier(stop, errors, failed_before, path)
                 raise stop

@@ -10,21 +10,30 @@ the hook re-enters it.
 
 The message or change is committed by then, and these hooks record it (a write-through, a view that must
 name it), whatever stops the caller: after a cancellation (while one waits, or while a user's observer
-before them awaits) each runs at once if its lock is free, else a task of the loop waits for the lock
+before them awaits) each runs at once if its lock is free, else a thread of its own waits for the lock
 and runs it, and the cancelled task ends at once (a thread holding the lock may be waiting for it to
-end: review bu). After a close, which allows no more awaiting, they wait for their lock blocking. So a
-store and a Branch on one history both record a stopped add (review bs).
+end: review bu; a task of the loop was left undone by the loop's shutdown: review bv). After a close,
+which allows no more awaiting, they wait for their lock blocking. So a store and a Branch on one
+history both record a stopped add (review bs).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lionmsg.runtime.threadlock import ThreadLock, acquire_without_blocking_the_loop, take
 
-__all__ = ["LockedCall", "LockingHook", "call_holding_its_lock", "run_now_or_on_the_loop", "run_the_rest_after_a_stop"]
+__all__ = [
+    "LockedCall",
+    "LockingHook",
+    "call_holding_its_lock",
+    "handed_on",
+    "run_now_or_in_a_thread",
+    "run_the_rest_after_a_stop",
+]
 
 # What `take` passes to `lock.acquire` to wait as long as it takes.
 _BLOCKING = ((True,), (-1,))
@@ -62,15 +71,14 @@ class LockedCall(LockingHook):
 
 
 async def call_holding_its_lock(
-    hook: LockingHook, argument: Any, *, through_stops: bool = False
+    hook: LockingHook, argument: Any
 ) -> tuple[bool, BaseException | None, BaseException | None]:
     """Call `hook(argument)` holding its history's thread lock, taken without blocking the loop. Returns
     whether it ran, what it raised (or what else was raised while it waited, a Ctrl-C: then it does not
     run, and that is reported as its failure, as when it waited blocking) and what came to stop the
     caller while it waited: a CancelledError returns at once, the hook not run, for the caller to hand
-    to the loop (`run_now_or_on_the_loop`), unless `through_stops` (the loop's own task waits on); a
-    GeneratorExit (a close: nothing can be awaited any more) has the hook called, waiting blocking."""
-    stop: BaseException | None = None
+    on (`run_now_or_in_a_thread`); a GeneratorExit (a close: nothing can be awaited any more) has the
+    hook called, waiting blocking."""
     while True:
         lock: ThreadLock = hook.manager.messages._lock
         taken = [False]
@@ -79,34 +87,31 @@ async def call_holding_its_lock(
                 # The wait is here, not in a helper coroutine: a coroutine's close() closes the coroutine
                 # it awaits and then raises GeneratorExit in its own frame too, so only this frame, the one
                 # that calls the hook, can still call it.
-                while True:
-                    try:
-                        await acquire_without_blocking_the_loop(lock, taken)
-                        break
-                    except asyncio.CancelledError as cancelled:  # thrown in at an await: the lock not held
-                        if not through_stops:
-                            return False, None, cancelled
-                        stop = cancelled
-                    except GeneratorExit as closed:
-                        return True, _called(hook, argument), closed
+                try:
+                    await acquire_without_blocking_the_loop(lock, taken)
+                except asyncio.CancelledError as cancelled:  # thrown in at an await: the lock not held
+                    return False, None, cancelled
+                except GeneratorExit as closed:
+                    return True, _called(hook, argument), closed
             # The history's pile replaced while this waited: the hook takes the current one's lock.
             if hook.manager.messages._lock is not lock:
                 continue
         except BaseException as error:  # raised while waiting: the hook's failure, as if it waited itself
-            return False, error, stop
+            return False, error, None
         else:
-            return True, _called(hook, argument), stop
+            return True, _called(hook, argument), None
         finally:
             if taken[0]:
                 lock.release()
 
 
-def run_now_or_on_the_loop(hook: LockingHook, argument: Any, stop: BaseException) -> BaseException | None:
+def run_now_or_in_a_thread(hook: LockingHook, argument: Any, stop: BaseException) -> BaseException | None:
     """Call a library hook after a stop, without waiting: the change is committed and the hook records
     it, but a cancelled task must end at once (a thread holding the lock may be waiting for it to end,
-    review bu). Holding its lock at once, the hook runs now and its failure is returned; else a task of
-    the running loop waits for the lock and runs it (its failure goes to the loop's exception handler).
-    After a close (`stop` a GeneratorExit), or with no loop running, it is called now and waits blocking."""
+    review bu). Holding its lock at once, the hook runs now and its failure is returned; else a thread
+    of its own runs it, waiting for the lock there: not on the loop, whose shutdown or closing would
+    leave it undone (review bv); its failure is that thread's (`threading.excepthook` reports it). After
+    a close (`stop` a GeneratorExit) it is called now and waits blocking."""
     if isinstance(stop, GeneratorExit):
         return _called(hook, argument)
     lock: ThreadLock = hook.manager.messages._lock
@@ -117,39 +122,42 @@ def run_now_or_on_the_loop(hook: LockingHook, argument: Any, stop: BaseException
     finally:
         if taken[0]:
             lock.release()
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # driven by hand, with no loop: nothing could run it later
-        return _called(hook, argument)
-    finishing = loop.create_task(_run_later(hook, argument))
-    _FINISHING.add(finishing)  # the loop keeps only a weak reference to its tasks
-    finishing.add_done_callback(_FINISHING.discard)
+    runner = threading.Thread(target=_run_when_free, args=(hook, argument), name=f"lionmsg: {hook!r}", daemon=False)
+    with _RUNNING_LOCK:
+        _RUNNING.add(runner)
+    runner.start()
     return None
 
 
-# The tasks running library hooks that a stopped add or clear handed to its loop.
-_FINISHING: set[asyncio.Task[None]] = set()
+# The threads running library hooks that a stopped add or clear handed on (until each ends).
+_RUNNING: set[threading.Thread] = set()
+_RUNNING_LOCK = threading.Lock()
 
 
-async def _run_later(hook: LockingHook, argument: Any) -> None:
-    # Waits through cancellations (the loop's shutdown cancels its tasks): the change is committed.
-    _, failure, _ = await call_holding_its_lock(hook, argument, through_stops=True)
-    if failure is None:
-        return
-    if not isinstance(failure, Exception):  # an interrupt is not reported and forgotten: it goes on
-        raise failure
-    asyncio.get_running_loop().call_exception_handler(
-        {"message": f"lionmsg: {hook!r}, run after its add or clear was stopped, failed", "exception": failure}
-    )
+def _run_when_free(hook: LockingHook, argument: Any) -> None:
+    try:
+        failure = _called(hook, argument)  # the hook takes its lock itself: here it may wait
+        if failure is not None:
+            raise failure  # this thread's error: threading.excepthook reports it
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(threading.current_thread())
+
+
+def handed_on() -> list[threading.Thread]:
+    """The threads still running library hooks a stopped change handed on: join them to know the
+    change is recorded (tests, a program about to read the store from another process)."""
+    with _RUNNING_LOCK:
+        return list(_RUNNING)
 
 
 def run_the_rest_after_a_stop(hooks: Sequence[Any], argument: Any, stop: BaseException) -> list[BaseException]:
-    """`run_now_or_on_the_loop` for each of the library's hooks among `hooks` (those after the one a stop
+    """`run_now_or_in_a_thread` for each of the library's hooks among `hooks` (those after the one a stop
     came to; the user's do not run); the failures of those that ran now."""
     failures: list[BaseException] = []
     for hook in hooks:
         if isinstance(hook, LockingHook):
-            failure = run_now_or_on_the_loop(hook, argument, stop)
+            failure = run_now_or_in_a_thread(hook, argument, stop)
             if failure is not None:
                 _cut_at(failure, stop)
                 failures.append(failure)

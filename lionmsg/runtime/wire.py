@@ -325,7 +325,11 @@ def refuse_colliding_keys(value: Any, path: str) -> None:
             pending.extend((item, _entry_path(path, key)) for key, item in value.items())
         elif isinstance(value, (list, tuple, set, frozenset, deque)):  # what pydantic writes as arrays
             pending.extend((item, f"{path}[{index}]") for index, item in enumerate(value))
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):  # a content object, any dataclass
+        elif (  # a content object, any plain dataclass (a pydantic one has its serializer, as a model)
+            dataclasses.is_dataclass(value)
+            and not isinstance(value, type)
+            and not hasattr(value, "__pydantic_serializer__")
+        ):
             fields = [field.name for field in dataclasses.fields(value)]
             pending.extend((getattr(value, name, None), f"{path}.{name}") for name in fields)
         # A pydantic model is written by its own serializer (which may rename or leave out what it holds):
