@@ -35,9 +35,6 @@ __all__ = [
     "run_the_rest_after_a_stop",
 ]
 
-# What `take` passes to `lock.acquire` to wait as long as it takes.
-_BLOCKING = ((True,), (-1,))
-
 
 class LockingHook:
     """Base of the library's hooks that take `manager.messages`'s thread lock when called. `manager`
