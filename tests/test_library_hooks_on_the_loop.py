@@ -552,3 +552,47 @@ def test_a_hook_handed_on_while_asyncio_run_shuts_down_still_runs(tmp_path: Path
         assert stored(tmp_path / "h.db") == records(manager)
     added = list(manager)[-1]
     assert list(branch.progression) == [manager.system.id, added.id]  # type: ignore[union-attr]
+
+
+def test_a_hand_off_whose_thread_cannot_start_is_the_hooks_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Review bw: Thread.start() raising ("can't start new thread") replaced the cancellation with a
+    # RuntimeError and left a thread that never ran listed by handed_on() for good.
+    manager = MessageManager(system=System(content={"system_message": "rules"}))
+    with_view(manager)
+    holder = HeldUntilReleased(manager)
+    manager.on_message_added.insert(0, holder.astart)
+    start = threading.Thread.start
+
+    def refusing(thread: threading.Thread) -> None:
+        if thread.name.startswith("lionmsg:"):
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", refusing)
+    stop = asyncio.run(cancelled_while_waiting(manager.a_add_message(instruction="x"), holder))
+    assert isinstance(stop, asyncio.CancelledError)  # still the cancellation, the failure in its chain
+    chain = [stop]
+    while chain[-1].__context__ is not None:
+        chain.append(chain[-1].__context__)
+    assert str(chain[-1]) == "can't start new thread"
+    assert lockinghooks.handed_on() == []
+
+
+class _Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_a_hand_off_does_not_spell_the_hook(tmp_path: Path) -> None:
+    # Review bw: the thread was named for the hook's repr: a Branch's holds its metadata, whose repr may
+    # raise (or run to megabytes): the cancellation became that error and the view missed the message.
+    manager = MessageManager(system=System(content={"system_message": "rules"}))
+    branch = with_view(manager)
+    branch.metadata["odd"] = _Unprintable()
+    holder = HeldUntilReleased(manager)
+    manager.on_message_added.insert(0, holder.astart)
+    stop = asyncio.run(cancelled_while_waiting(manager.a_add_message(instruction="x"), holder))
+    assert isinstance(stop, asyncio.CancelledError)
+    assert list(branch.progression) == [manager.system.id, list(manager)[-1].id]  # type: ignore[union-attr]

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lionmsg.runtime.threadlock import ThreadLock, acquire_without_blocking_the_loop, take
+from lionmsg.runtime.wire import new_threads_have_enough_stack
 
 __all__ = [
     "LockedCall",
@@ -107,8 +108,10 @@ def run_now_or_in_a_thread(hook: LockingHook, argument: Any, stop: BaseException
     it, but a cancelled task must end at once (a thread holding the lock may be waiting for it to end,
     review bu). Holding its lock at once, the hook runs now and its failure is returned; else a thread
     of its own runs it, waiting for the lock there: not on the loop, whose shutdown or closing would
-    leave it undone (review bv); its failure is that thread's (`threading.excepthook` reports it). After
-    a close (`stop` a GeneratorExit) it is called now and waits blocking."""
+    leave it undone (review bv); its failure is that thread's (`threading.excepthook` reports it), and
+    a thread that cannot be started is the hook's failure, returned. After a close (`stop` a
+    GeneratorExit), or where new threads get a small stack (`threading.stack_size()`), it is called
+    now and waits blocking."""
     if isinstance(stop, GeneratorExit):
         return _called(hook, argument)
     lock: ThreadLock = hook.manager.messages._lock
@@ -119,10 +122,20 @@ def run_now_or_in_a_thread(hook: LockingHook, argument: Any, stop: BaseException
     finally:
         if taken[0]:
             lock.release()
-    runner = threading.Thread(target=_run_when_free, args=(hook, argument), name=f"lionmsg: {hook!r}", daemon=False)
+    if not new_threads_have_enough_stack():  # a small stack could crash on deep content: wait here
+        return _called(hook, argument)
+    # Named for its class only: a repr (a Branch's holds its metadata) may be long, or may raise.
+    runner = threading.Thread(
+        target=_run_when_free, args=(hook, argument), name=f"lionmsg: {type(hook).__name__}", daemon=False
+    )
     with _RUNNING_LOCK:
         _RUNNING.add(runner)
-    runner.start()
+    try:
+        runner.start()
+    except BaseException as error:  # no thread to be had ("can't start new thread"): the hook's failure
+        with _RUNNING_LOCK:
+            _RUNNING.discard(runner)
+        return error
     return None
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "check_mode",
     "finite_parts_noted",
     "loads_json",
+    "new_threads_have_enough_stack",
     "matches",
     "note_finite",
     "on_fresh_stack",
@@ -171,8 +172,14 @@ _FRESH = threading.local()  # `on` in a thread `_on_fresh_stack` started: no ret
 
 def fresh_stack_available() -> bool:
     """Whether `on_fresh_stack` would run (see `_ENOUGH_STACK`)."""
+    return new_threads_have_enough_stack() and not getattr(_FRESH, "on", False)
+
+
+def new_threads_have_enough_stack() -> bool:
+    """Whether a thread started now gets a stack that holds as many frames as the recursion limit
+    allows (see `_ENOUGH_STACK`: the program may have set `threading.stack_size()` small)."""
     size = _thread.stack_size()
-    return (size == 0 or size >= _ENOUGH_STACK) and not getattr(_FRESH, "on", False)
+    return size == 0 or size >= _ENOUGH_STACK
 
 
 def _on_fresh_stack(function: Callable[..., Any], *arguments: Any) -> Any:
