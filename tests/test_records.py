@@ -8,6 +8,7 @@ import copy
 import dataclasses
 import json
 import math
+import pickle
 import re
 import subprocess
 import sys
@@ -725,8 +726,82 @@ def test_keys_that_are_no_strings_but_write_apart_are_written_as_their_text() ->
     assert renamed.to_dict()["content"] == {"m": {"held": {"int:1": "a", "str:1": "b"}}}
     manager = MessageManager()
     manager.add_message(instruction="x", context=[{2: "a", "2": "b"}])
-    with pytest.raises(ValueError, match=r"at \$\.content\.prompt_context\[0\]\): it would be '2'"):
+    with pytest.raises(
+        ValueError, match=r"at \$\.messages\.collections\[0\]\.content\.prompt_context\[0\]\): it would be '2'"
+    ):
         manager.to_dict()
+
+
+def _history_with_a_clash() -> MessageManager:
+    manager = MessageManager()
+    manager.add_message(instruction="first")
+    manager.add_message(instruction="second")
+    manager.messages[1].metadata["k"] = {1: "a", "1": "b"}  # in place: construction refuses it
+    return manager
+
+
+def _branch_with_a_clash() -> Branch:
+    branch = Branch()
+    branch.msgs.add_message(instruction="first")
+    branch.msgs.add_message(instruction="second", context=[{1: "a", "1": "b"}])
+    return branch
+
+
+def _exchange_with_a_clash() -> Exchange:
+    exchange = Exchange()
+    quiet, talker = UUID(int=1), UUID(int=2)
+    exchange.register(quiet)
+    exchange.register(talker)
+    exchange.send(talker, quiet, "hello")
+    exchange.send(talker, quiet, {"k": {1: "a", "1": "b"}})
+    return exchange
+
+
+def _flow_with_a_clash() -> Flow:
+    flow = Flow(name=str(UUID(int=3)))
+    flow.queue(_with_metadata({}))
+    flow.queue(_with_metadata({"k": {1: "a", "1": "b"}}))
+    return flow
+
+
+def _pile_with_its_own_clash() -> Pile[Message]:
+    pile: Pile[Message] = Pile(collections=[Message(content="x")])
+    pile.metadata["own"] = {1: "a", "1": "b"}
+    return pile
+
+
+@pytest.mark.parametrize(
+    ("make", "where"),
+    [
+        pytest.param(lambda: _history_with_a_clash().messages, "$.collections[1].metadata.k", id="pile"),
+        pytest.param(_pile_with_its_own_clash, "$.metadata.own", id="pile's own metadata"),
+        pytest.param(_history_with_a_clash, "$.messages.collections[1].metadata.k", id="manager"),
+        pytest.param(_branch_with_a_clash, "$.messages.collections[1].content.prompt_context[0]", id="branch"),
+        pytest.param(_flow_with_a_clash, "$.items.collections[1].metadata.k", id="flow"),
+        pytest.param(_exchange_with_a_clash, "$.flows[1].items.collections[1].content.k", id="exchange"),
+    ],
+)
+def test_a_colliding_key_inside_a_container_is_named_from_the_top_of_its_record(
+    make: Callable[[], Any], where: str
+) -> None:
+    # Review bv 6: a message's writer named the place from the message's own top (`$.metadata`), which
+    # in a Branch's record is the Branch's own (empty) metadata: the caller could not find the key.
+    container = make()
+    python = container.to_dict(mode="python")
+    expected = rf"^cannot write 1 as a JSON key \(at {re.escape(where)}\): it would be '1', which the key '1' is too"
+    writers: list[Callable[[], Any]] = [container.to_dict, container.to_json]
+    if isinstance(container, Element):  # pydantic's own dumps too, with options or without
+        writers.append(lambda: container.model_dump(mode="json"))
+        writers.append(lambda: container.model_dump(mode="json", exclude_none=True))
+        writers.append(lambda: container.model_dump_json(indent=2))
+        writers.append(lambda: container.to_dict(exclude_none=True))
+    for write in writers:
+        with pytest.raises(ValueError, match=expected):
+            write()
+        with pytest.raises(ValueError, match=expected) as raised:  # named once: a second write the same
+            write()
+        assert str(pickle.loads(pickle.dumps(raised.value))) == str(raised.value)  # a process pool's too
+    assert container.to_dict(mode="python") == python  # nothing changed
 
 
 def test_the_key_check_stops_at_data_that_holds_itself() -> None:

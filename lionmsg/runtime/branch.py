@@ -13,7 +13,15 @@ from lionmsg.generated.messages import Message, System
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
 from lionmsg.runtime.callbacks import MessageCallback
-from lionmsg.runtime.element import Element, chosen_keys, chosen_parts, part_of_record, parts_later, record_error
+from lionmsg.runtime.element import (
+    Element,
+    chosen_keys,
+    chosen_parts,
+    part_of_record,
+    parts_later,
+    record_error,
+    record_of_part,
+)
 from lionmsg.runtime.fastpath import dump_address
 from lionmsg.runtime.ids import parse_canonical_uuid, uuid_text
 from lionmsg.runtime.lockinghooks import LockedCall
@@ -306,7 +314,7 @@ class Branch(Element):
         # python-mode dump keeps what JSON cannot hold (NaN).
         refuse_misplaced_system(self._msgs)  # its record would not load
         self._check_view()  # nor would one with a view that is no Progression or list of ids
-        record["messages"] = self._msgs.messages._unchecked_record(mode)
+        record["messages"] = record_of_part(self._msgs.messages, mode, "$.messages")
         system = self._msgs.system
         record["system"] = None if system is None else str(system.id)
 

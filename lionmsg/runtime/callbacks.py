@@ -11,14 +11,13 @@ committed message (README: build the message and pass it in to know its id).
 A cancellation is not an observer's failure: when the task running `a_add_message` is cancelled (or its
 coroutine closed) while an observer awaits, the `CancelledError` (`GeneratorExit`) propagates at once,
 as itself, and later observers do not run (the library's own do, at once or in a thread: see
-`run_the_rest_after_a_stop`), so
-`asyncio.timeout`, `wait_for`, task groups and `coroutine.close()` work as asyncio promises, also when
-the observer turns the cancellation into another error (3.11+); one that swallows it hides it from the
-add, as from any code awaiting it. The message stays committed. A `CancelledError` an observer raises
-while nobody cancels the add (its own inner task was cancelled) is that observer's failure; only Python 3.11+
-can tell the two apart (`Task.cancelling()`), so on 3.10 every one out of an await stops the add. What
-an observer raises when it is called, before any await, is always its failure: a stop is only ever
-thrown in at an await.
+`run_the_rest_after_a_stop`), so `asyncio.timeout`, `wait_for`, task groups and `coroutine.close()` work
+as asyncio promises, also when the observer turns the cancellation into another error (3.11+); one that
+swallows it hides it from the add, as from any code awaiting it. The message stays committed. A
+`CancelledError` an observer raises while nobody cancels the add (its own inner task was cancelled) is
+that observer's failure; only Python 3.11+ can tell the two apart (`Task.cancelling()`), so on 3.10
+every one out of an await stops the add. What an observer raises when it is called, before any await, is
+always its failure: a stop is only ever thrown in at an await.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from lionmsg.runtime.ids import new_uuid4, uuid_text
 from lionmsg.runtime.wire import (
     CANONICAL_UUID,
     UNWRITABLE_DEPTH,
+    KeyCollisionError,
     check_finite,
     check_mode,
     finite_parts_noted,
@@ -53,6 +54,8 @@ __all__ = [
     "part_of_record",
     "parts_later",
     "record_error",
+    "record_of_part",
+    "records_of_parts",
 ]
 
 T = TypeVar("T")
@@ -83,6 +86,29 @@ def parts_later(info: Any) -> bool:
     `Element._unchecked_record` (which adds them after pydantic's dump)."""
     context = info.context
     return type(context) is dict and context.get(_PARTS_LATER_KEY) is True
+
+
+def record_of_part(part: Element, mode: str, place: str) -> dict[str, Any]:
+    """`part`'s record, unchecked, for a container that holds it at `place` (`$.messages`): a colliding
+    key inside it is named from the top of the container's record (review bv 6)."""
+    try:
+        return part._unchecked_record(mode)
+    except KeyCollisionError as error:
+        error.inside(place)
+        raise
+
+
+def records_of_parts(parts: Iterable[Element], mode: str, place: str) -> list[dict[str, Any]]:
+    """The records of `parts`, held as the list at `place` (`$.collections`), as `record_of_part`."""
+    records: list[dict[str, Any]] = []
+    append = records.append
+    try:
+        for part in parts:
+            append(part._unchecked_record(mode))
+    except KeyCollisionError as error:
+        error.inside(f"{place}[{len(records)}]")  # the part that raised is the next one
+        raise
+    return records
 
 
 # The schema's form of `metadata.lion_class`: a class name, or a dotted path of identifiers ending in it.
@@ -465,12 +491,15 @@ def _raised_options_error(error: PydanticSerializationError) -> NoReturn:
     cause: BaseException | None = error
     while isinstance(cause, PydanticSerializationError):  # a JSON dump wraps the serializer's error again
         cause = cause.__cause__
-    if isinstance(cause, DumpOptionsError):
+    if isinstance(cause, (DumpOptionsError, KeyCollisionError)):
         raise cause from None
     # A JSON dump keeps only the text of the error it wrapped: the options error is named in it.
     _, named, words = str(error).partition(f"{DumpOptionsError.__name__}: ")
     if named:
         raise DumpOptionsError(words) from None
+    _, named, words = str(error).partition(f"{KeyCollisionError.__name__}: ")
+    if named:
+        raise ValueError(words) from None
     raise error
 
 

@@ -39,7 +39,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from lionmsg.generated.messages import Message
 from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.content.base import MessageContent, copy_value, refuse_iterators
-from lionmsg.runtime.element import Element, chosen_parts, part_of_record, parts_later, record_error
+from lionmsg.runtime.element import Element, chosen_parts, part_of_record, parts_later, record_error, records_of_parts
 from lionmsg.runtime.fastpath import assemble, message_copies
 from lionmsg.runtime.fieldsets import SharedFieldsSet, set_fields_set
 from lionmsg.runtime.flow import Chosen, Flow, inbox_name
@@ -483,7 +483,7 @@ class Exchange(CopiedUnderLock, Element):
                 raise ValueError(
                     f"cannot write the Exchange's record: the flow of owner {owner} is now named {flow.name!r}"
                 )
-        record["flows"] = [flow._unchecked_record(mode) for flow in self._flows.values()]
+        record["flows"] = records_of_parts(self._flows.values(), mode, "$.flows")
 
     @classmethod
     def _prepare_record(cls, record: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from uuid import UUID
 from pydantic import SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from lionmsg.generated.messages import Message
-from lionmsg.runtime.element import Element, chosen_parts, part_of_record, parts_later, record_error
+from lionmsg.runtime.element import Element, chosen_parts, part_of_record, parts_later, record_error, record_of_part
 from lionmsg.runtime.ids import uuid_from_int, uuid_text
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import OrderedIds, Progression, assigned_back, to_uuid
@@ -498,7 +498,7 @@ class Flow(CopiedUnderLock, Element):
 
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
         progressions = self.progressions
-        record["items"] = self._items._unchecked_record(mode)
+        record["items"] = record_of_part(self._items, mode, "$.items")
         record["progressions"] = [p.model_dump(mode=mode) for p in progressions.values()]
         self._check_each_item_listed_once(record["progressions"], progressions)
 

@@ -32,7 +32,7 @@ from lionmsg.runtime.callbacks import (
     run_sync_callbacks,
     sync_preflight,
 )
-from lionmsg.runtime.element import part_of_record, record_error
+from lionmsg.runtime.element import part_of_record, record_error, record_of_part
 from lionmsg.runtime.factories import (
     AddMessageArguments,
     build_common,
@@ -500,7 +500,7 @@ class MessageManager:
             refuse_misplaced_system(self)
             system = self.system
             try:
-                messages = self.messages._unchecked_record(mode)
+                messages = record_of_part(self.messages, mode, "$.messages")
             except RecursionError:
                 raise ValueError(UNWRITABLE_DEPTH) from None
         record = {

@@ -21,6 +21,7 @@ from lionmsg.runtime.element import (
     part_of_record,
     parts_later,
     record_error,
+    records_of_parts,
 )
 from lionmsg.runtime.progression import Progression, assigned_back, to_uuid
 from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock
@@ -570,7 +571,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
             return super()._unchecked_record(mode)
 
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
-        record["collections"] = [item._unchecked_record(mode) for item in self]
+        record["collections"] = records_of_parts(self, mode, "$.collections")
 
     @classmethod
     def _prepare_record(cls, record: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ from pydantic_core import to_json as _write_json
 __all__ = [
     "CANONICAL_UUID",
     "UNWRITABLE_DEPTH",
+    "KeyCollisionError",
     "RecordFieldError",
     "check_finite",
     "check_mode",
@@ -312,6 +313,30 @@ def _json_pieces(value: Any, pieces: list[str]) -> list[str]:
     return pieces
 
 
+class KeyCollisionError(ValueError):
+    """A dict key that is no string whose JSON text another key of its dict has (`refuse_colliding_keys`).
+    Raised where a part's record is made, its place named from that part's top (`$`): a container that
+    holds the part names it from its own with `inside`, so the caller reads the place in the record it
+    asked for. The parts are kept as `args`, so the error pickles and copies as any exception."""
+
+    def __init__(self, key: str, place: str, clash: str) -> None:
+        super().__init__(key, place, clash)
+
+    @property
+    def place(self) -> str:
+        """Where the dict is, as a JSONPath from the top of the record being written."""
+        return str(self.args[1])
+
+    def inside(self, prefix: str) -> None:
+        """Name the place from a record that holds this part's record at `prefix` (`$.messages`)."""
+        key, place, clash = self.args
+        self.args = (key, prefix + place[1:], clash)
+
+    def __str__(self) -> str:
+        key, place, clash = self.args
+        return f"cannot write {key} as a JSON key (at {place}): {clash} (a JSON object keeps one value per key)"
+
+
 def refuse_colliding_keys(value: Any, path: str) -> None:
     """ValueError where a dict in `value` (free-form data: dicts, arrays and dataclasses holding them;
     not inside a pydantic model, which its own serializer writes) has a key that is no string whose
@@ -355,10 +380,7 @@ def _refuse_a_second_text(mapping: dict[Any, Any], path: str) -> None:
             continue
         if text in texts:
             first, second = (texts[text], key) if type(key) is str else (key, texts[text])
-            raise ValueError(
-                f"cannot write {first!r} as a JSON key (at {path}): it would be {text!r}, which the key "
-                f"{second!r} is too (a JSON object keeps one value per key)"
-            )
+            raise KeyCollisionError(repr(first), path, f"it would be {text!r}, which the key {second!r} is too")
         texts[text] = key
 
 
