@@ -486,6 +486,24 @@ def test_a_branch_record_whose_view_the_branch_could_not_write_is_a_validation_e
     assert_record_refused(Branch.from_dict, record, "current_progression", ("metadata", "current_progression"))
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [("order", [5], "order must be a list of UUIDs"), ("created_at", "x", "valid number"), ("id", "x", "UUID")],
+)
+def test_a_broken_view_record_is_located_in_the_branch_record(field: str, value: Any, match: str) -> None:
+    # Review by 2: the view's own loader named its field from the progression's top (`order`), which in
+    # a Branch record names nothing.
+    branch = _branch()
+    branch.metadata["current_progression"] = Progression(order=[branch.messages[1].id])
+    record = branch.to_dict()
+    record["metadata"]["current_progression"][field] = value
+    loc = ("metadata", "current_progression", field)
+    assert_record_refused(Branch.from_dict, record, match, loc)
+    with pytest.raises(ValidationError, match=match) as raised:
+        Branch.from_json(json.dumps(record))
+    assert raised.value.errors()[0]["loc"] == loc
+
+
 def test_a_refused_view_record_leaves_the_callers_progression_as_it_was() -> None:
     # The manager a branch builds moves a system message to the front of the progression it is given:
     # a view record that is refused stops the branch before that.

@@ -1692,6 +1692,11 @@ def test_a_record_naming_one_owner_or_inbox_twice_in_two_spellings_is_a_validati
     assert_record_refused(
         Flow.from_dict, flow_record, f"two progressions are named 'inbox_{a}'", ("progressions", 2, "name")
     )
+    del flow_record["progressions"][2]["name"]  # review by 2: located at the name, as the twin is
+    assert_record_refused(Flow.from_dict, flow_record, "needs a name", ("progressions", 2, "name"))
+    record = exchange.to_dict()
+    record["flows"][1]["progressions"].append(flow_record["progressions"][2])
+    assert_record_refused(Exchange.from_dict, record, "needs a name", ("flows", 1, "progressions", 2, "name"))
 
 
 @pytest.mark.parametrize("lock", [None, threading.Lock(), "lock"])

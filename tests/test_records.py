@@ -764,6 +764,31 @@ def _flow_with_a_clash() -> Flow:
     return flow
 
 
+def _clash_in_a_progression(where: str) -> Any:
+    # Review by 1: a Progression's metadata is free-form too, written by the container that holds it.
+    if where == "pile":
+        container: Any = Pile(collections=[Message(content="x")])
+        progression = container.progression
+    elif where == "manager":
+        container = _history_with_a_clash()
+        container.messages[1].metadata.clear()
+        progression = container.messages.progression
+    elif where == "branch view":
+        container = _branch_with_a_clash()
+        container.msgs.messages[1].content.prompt_context.clear()
+        progression = Progression(order=[message.id for message in container.msgs.messages])
+        container.metadata["current_progression"] = progression
+    else:
+        container = Exchange()
+        container.register(UUID(int=1))
+        container.register(UUID(int=2))
+        container.send(UUID(int=2), UUID(int=1), "hello")
+        progression = container.get(UUID(int=2)).outbox
+        container = container if where == "exchange" else container.get(UUID(int=2))
+    progression.metadata["k"] = {1: "a", "1": "b"}
+    return container
+
+
 def _pile_with_its_own_clash() -> Pile[Message]:
     pile: Pile[Message] = Pile(collections=[Message(content="x")])
     pile.metadata["own"] = {1: "a", "1": "b"}
@@ -779,6 +804,19 @@ def _pile_with_its_own_clash() -> Pile[Message]:
         pytest.param(_branch_with_a_clash, "$.messages.collections[1].content.prompt_context[0]", id="branch"),
         pytest.param(_flow_with_a_clash, "$.items.collections[1].metadata.k", id="flow"),
         pytest.param(_exchange_with_a_clash, "$.flows[1].items.collections[1].content.k", id="exchange"),
+        pytest.param(lambda: _clash_in_a_progression("pile"), "$.progression.metadata.k", id="pile progression"),
+        pytest.param(
+            lambda: _clash_in_a_progression("manager"), "$.messages.progression.metadata.k", id="history order"
+        ),
+        pytest.param(
+            lambda: _clash_in_a_progression("branch view"),
+            "$.metadata.current_progression.metadata.k",
+            id="branch view",
+        ),
+        pytest.param(lambda: _clash_in_a_progression("flow"), "$.progressions[0].metadata.k", id="flow outbox"),
+        pytest.param(
+            lambda: _clash_in_a_progression("exchange"), "$.flows[1].progressions[0].metadata.k", id="exchange outbox"
+        ),
     ],
 )
 def test_a_colliding_key_inside_a_container_is_named_from_the_top_of_its_record(
@@ -802,6 +840,37 @@ def test_a_colliding_key_inside_a_container_is_named_from_the_top_of_its_record(
             write()
         assert str(pickle.loads(pickle.dumps(raised.value))) == str(raised.value)  # a process pool's too
     assert container.to_dict(mode="python") == python  # nothing changed
+
+
+def _refusing_repeated_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    names = [name for name, _ in pairs]
+    assert len(names) == len(set(names)), f"a JSON object names a member twice: {names}"
+    return dict(pairs)
+
+
+def test_a_dump_with_include_or_exclude_follows_pydantics_key_rule_in_every_part() -> None:
+    # Review by 3, 4: such a dump may leave either key out, so the last of the two is kept (pydantic's
+    # rule), also in the parts a container adds, and its JSON text names each member once.
+    message = Message(content={"k": {1: "a", "1": "b"}}, metadata={"m": {None: 1, "None": 2}})
+    pile: Pile[Message] = Pile(collections=[message])
+    before = pile.to_dict(mode="python")
+    assert pile.to_dict(include={"id"}) == {"id": str(pile.id)}
+    dumped = pile.model_dump(mode="json", exclude={"collections": {0: {"content"}}})
+    assert dumped["collections"][0]["metadata"]["m"] == {"None": 2}
+    for text in (
+        message.model_dump_json(exclude={"embedding"}),
+        message.model_dump_json(exclude={"embedding"}, indent=2),
+        pile.model_dump_json(exclude={"created_at"}),
+    ):
+        record = json.loads(text, object_pairs_hook=_refusing_repeated_names)
+        content = record["collections"][0]["content"] if "collections" in record else record["content"]
+        assert content == {"k": {"1": "b"}}
+    assert json.loads(message.model_dump_json(exclude={"embedding"}, indent=2)) == message.model_dump(
+        mode="json", exclude={"embedding"}
+    )
+    with pytest.raises(TypeError, match="mode"):  # an option model_dump_json does not take, as pydantic says
+        message.model_dump_json(exclude={"embedding"}, mode="json")
+    assert pile.to_dict(mode="python") == before  # nothing changed
 
 
 def test_the_key_check_stops_at_data_that_holds_itself() -> None:
@@ -1123,6 +1192,29 @@ def test_write_json_writes_from_any_stack_what_it_writes_from_one_and_refuses_th
     with pytest.raises(ValueError, match=f"^{re.escape(UNWRITABLE_DEPTH)}$") as refused:
         write_json({"a": nested})
     assert type(refused.value) is ValueError
+
+
+@pytest.mark.parametrize("shape", ["deep", "self-holding"])
+def test_a_containers_dump_with_options_refuses_unwritable_data_with_the_writers_error(shape: str) -> None:
+    # Review by: the option roads of a container gave pydantic's wrapping of a RecursionError ("Error
+    # calling function `_serialize`: RecursionError"), naming a private method; now the writers' ValueError.
+    held: Any = {"a": 1}
+    if shape == "deep":
+        for _ in range(3000):
+            held = {"a": held}
+    else:
+        held["self"] = held
+    pile: Pile[Message] = Pile(collections=[Message(content="x", metadata={"k": held})])
+    for write in (
+        lambda: pile.model_dump(mode="json"),
+        lambda: pile.to_dict(exclude_none=True),
+        lambda: pile.model_dump_json(indent=2),
+    ):
+        with pytest.raises(ValueError, match=f"^{re.escape(UNWRITABLE_DEPTH)}$") as refused:
+            write()
+        assert type(refused.value) is ValueError
+    assert len(pile) == 1  # nothing changed
+    assert pile[0].metadata["k"] is held
 
 
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])

@@ -104,7 +104,11 @@ class Branch(Element):
         # A selected view's record is read before the manager is built: that may move a system message to
         # the front of the caller's progression, which a refused record must leave as it was.
         view = self.metadata.get(CURRENT_PROGRESSION)
-        selected = Progression.from_dict(view) if isinstance(view, Mapping) else None
+        selected = None
+        if isinstance(view, Mapping):  # its errors located in the branch's record (review by 2)
+            selected = part_of_record(
+                type(self), ("metadata", CURRENT_PROGRESSION), lambda: Progression.from_dict(view)
+            )
         # The ids of the messages given, when a view comes with them: the new manager may leave some out
         # (the Systems other than the one it keeps), and the view must not name those.
         offered = _ids_given(messages) if msgs is None and CURRENT_PROGRESSION in self.metadata else []
@@ -291,7 +295,7 @@ class Branch(Element):
         if metadata is not None and CURRENT_PROGRESSION not in metadata:  # the view excluded by the options
             metadata = None
         if metadata is not None and isinstance(view, Progression):
-            metadata[CURRENT_PROGRESSION] = view.model_dump(mode=info.mode)
+            metadata[CURRENT_PROGRESSION] = record_of_part(view, info.mode, f"$.metadata.{CURRENT_PROGRESSION}")
         elif metadata is not None and isinstance(view, (list, tuple)):
             try:
                 listed = Progression(order=view)

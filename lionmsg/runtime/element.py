@@ -6,11 +6,13 @@ through a registry of classes defined in this process (never by importing a modu
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import sys
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, TypeVar, cast, overload
 from uuid import UUID
@@ -27,7 +29,7 @@ from pydantic import (
     field_serializer,
     field_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError, PydanticSerializationError, to_jsonable_python
+from pydantic_core import InitErrorDetails, PydanticCustomError, PydanticSerializationError, to_json, to_jsonable_python
 
 from lionmsg.runtime.ids import new_uuid4, uuid_text
 from lionmsg.runtime.wire import (
@@ -305,8 +307,18 @@ class Element(BaseModel):
         (UnicodeEncodeError), so the python-mode dump is brought to JSON form around it. A key that is no
         string and whose text another key of its dict has in free-form values (content, metadata) is a
         ValueError there: the JSON record would keep one of the two values."""
-        if mode == "json" and options.get("include") is None and options.get("exclude") is None:
-            self._refuse_colliding_keys()
+        if mode == "json":
+            if options.get("include") is None and options.get("exclude") is None:
+                self._refuse_colliding_keys()
+            else:  # a part of the record: pydantic's rule holds, also in the parts a container adds
+                token = _PYDANTIC_KEY_RULE.set(True)
+                try:
+                    return self._pydantic_dump(mode, options)
+                finally:
+                    _PYDANTIC_KEY_RULE.reset(token)
+        return self._pydantic_dump(mode, options)
+
+    def _pydantic_dump(self, mode: str, options: dict[str, Any]) -> dict[str, Any]:
         try:
             return super().model_dump(mode=mode, **options)
         except PydanticSerializationError as error:
@@ -318,7 +330,9 @@ class Element(BaseModel):
 
     def _refuse_colliding_keys(self) -> None:
         """For a whole dump (no include or exclude, which may leave out either key: then pydantic's own
-        rule, the last of the two written, holds)."""
+        rule, the last of the two written, holds, in every part of it)."""
+        if _PYDANTIC_KEY_RULE.get():
+            return
         values = self.__dict__
         for name in _FREE_FORM_FIELDS:
             if name in values:
@@ -353,10 +367,17 @@ class Element(BaseModel):
             return self.to_json()
         if options.get("include") is None and options.get("exclude") is None:
             self._refuse_colliding_keys()  # (indent, exclude_none...: pydantic's writer, the same data)
-        try:
+            try:
+                text = super().model_dump_json(**options)
+            except PydanticSerializationError as error:
+                _raised_options_error(error)
+        elif set(options) <= _JSON_DUMP_OPTIONS:
+            # Written from the JSON-mode dump: pydantic's JSON writer would write both keys of a pair
+            # whose texts are one (`{"1":"a","1":"b"}`), where the dict dump keeps the last (review by 4).
+            layout = {name: options.pop(name) for name in ("indent", "ensure_ascii") if name in options}
+            text = to_json(self.model_dump(mode="json", **options), **layout).decode()
+        else:  # an option model_dump_json does not take: pydantic's own TypeError
             text = super().model_dump_json(**options)
-        except PydanticSerializationError as error:
-            _raised_options_error(error)
         if "NaN" in text or "Infinity" in text:  # rare: most likely inside a string
             try:
                 loads_json(text)
@@ -487,12 +508,20 @@ class DumpOptionsError(TypeError):
     pydantic raises for the same options on a plain model."""
 
 
+# Set while a dump with `include`/`exclude` runs: its parts' keys follow pydantic's rule too (review by 3).
+_PYDANTIC_KEY_RULE: ContextVar[bool] = ContextVar("lionmsg_pydantic_key_rule", default=False)
+
+_JSON_DUMP_OPTIONS = frozenset(inspect.signature(BaseModel.model_dump_json).parameters) - {"self"}
+
+
 def _raised_options_error(error: PydanticSerializationError) -> NoReturn:
     cause: BaseException | None = error
     while isinstance(cause, PydanticSerializationError):  # a JSON dump wraps the serializer's error again
         cause = cause.__cause__
     if isinstance(cause, (DumpOptionsError, KeyCollisionError)):
         raise cause from None
+    if isinstance(cause, RecursionError) or str(error).endswith(": RecursionError"):  # a container's parts
+        raise ValueError(UNWRITABLE_DEPTH) from None
     # A JSON dump keeps only the text of the error it wrapped: the options error is named in it.
     _, named, words = str(error).partition(f"{DumpOptionsError.__name__}: ")
     if named:

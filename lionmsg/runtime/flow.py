@@ -14,7 +14,15 @@ from uuid import UUID
 from pydantic import SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from lionmsg.generated.messages import Message
-from lionmsg.runtime.element import Element, chosen_parts, part_of_record, parts_later, record_error, record_of_part
+from lionmsg.runtime.element import (
+    Element,
+    chosen_parts,
+    part_of_record,
+    parts_later,
+    record_error,
+    record_of_part,
+    records_of_parts,
+)
 from lionmsg.runtime.ids import uuid_from_int, uuid_text
 from lionmsg.runtime.pile import Pile
 from lionmsg.runtime.progression import OrderedIds, Progression, assigned_back, to_uuid
@@ -499,7 +507,7 @@ class Flow(CopiedUnderLock, Element):
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
         progressions = self.progressions
         record["items"] = record_of_part(self._items, mode, "$.items")
-        record["progressions"] = [p.model_dump(mode=mode) for p in progressions.values()]
+        record["progressions"] = records_of_parts(progressions.values(), mode, "$.progressions")
         self._check_each_item_listed_once(record["progressions"], progressions)
 
     def _check_each_item_listed_once(self, written: list[dict[str, Any]], progressions: dict[str, Progression]) -> None:
@@ -540,16 +548,20 @@ class Flow(CopiedUnderLock, Element):
         progressions = record.get("progressions", [])
         if not isinstance(progressions, list):
             raise record_error(cls, ("progressions",), "progressions must be a list of progression records", None)
-        names: set[str | None] = set()
+        names: set[str] = set()
         canonical: list[Mapping[str, Any]] = []
         for index, given in enumerate(progressions):
             if not isinstance(given, Mapping):
                 raise record_error(cls, ("progressions", index), "each progression must be a record", given)
             name = given.get("name")
-            if name is not None and type(name) is not str:  # checked before `in`: a list is unhashable
+            if name is None:  # what the constructor refuses, located here (review by 2)
+                raise record_error(
+                    cls, ("progressions", index, "name"), "every progression of a flow needs a name", name
+                )
+            if type(name) is not str:  # checked before `in`: a list is unhashable
                 raise record_error(cls, ("progressions", index, "name"), "a progression's name is a string", name)
             given = _canonical_inbox(given)
-            name = given.get("name")
+            name = given["name"]  # a str still (only an inbox's id is respelled)
             if name in names:
                 raise record_error(cls, ("progressions", index, "name"), f"two progressions are named {name!r}", name)
             names.add(name)

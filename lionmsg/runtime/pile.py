@@ -21,6 +21,7 @@ from lionmsg.runtime.element import (
     part_of_record,
     parts_later,
     record_error,
+    record_of_part,
     records_of_parts,
 )
 from lionmsg.runtime.progression import Progression, assigned_back, to_uuid
@@ -560,7 +561,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
             handled = set(record)  # the keys pydantic made (its options applied), before the parts
             if not parts_later(info):
                 self._add_part_records(record, info.mode)
-            record["progression"] = self._progression.model_dump(mode=info.mode)
+            record["progression"] = record_of_part(self._progression, info.mode, "$.progression")
         record["item_type"] = None if self._item_type is None else sorted(t.__name__ for t in self._item_type)
         return chosen_parts(record, info, handled)
 
