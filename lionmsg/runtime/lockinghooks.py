@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lionmsg.runtime.threadlock import ThreadLock, acquire_without_blocking_the_loop, take
-from lionmsg.runtime.wire import new_threads_have_enough_stack
+from lionmsg.runtime.wire import start_with_enough_stack
 
 __all__ = [
     "LockedCall",
@@ -110,8 +110,7 @@ def run_now_or_in_a_thread(hook: LockingHook, argument: Any, stop: BaseException
     of its own runs it, waiting for the lock there: not on the loop, whose shutdown or closing would
     leave it undone (review bv); its failure is that thread's (`threading.excepthook` reports it), and
     a thread that cannot be started is the hook's failure, returned. After a close (`stop` a
-    GeneratorExit), or where new threads get a small stack (`threading.stack_size()`), it is called
-    now and waits blocking."""
+    GeneratorExit), or while the interpreter exits, it is called now and waits blocking."""
     if isinstance(stop, GeneratorExit):
         return _called(hook, argument)
     lock: ThreadLock = hook.manager.messages._lock
@@ -122,7 +121,9 @@ def run_now_or_in_a_thread(hook: LockingHook, argument: Any, stop: BaseException
     finally:
         if taken[0]:
             lock.release()
-    if not new_threads_have_enough_stack():  # a small stack could crash on deep content: wait here
+    if not threading.main_thread().is_alive():
+        # The interpreter is exiting (atexit, or waiting for its threads): a thread started now would not
+        # be waited for, or not start at all (3.12), and the change would go unrecorded (review bx 2).
         return _called(hook, argument)
     # Named for its class only: a repr (a Branch's holds its metadata) may be long, or may raise.
     runner = threading.Thread(
@@ -131,7 +132,9 @@ def run_now_or_in_a_thread(hook: LockingHook, argument: Any, stop: BaseException
     with _RUNNING_LOCK:
         _RUNNING.add(runner)
     try:
-        runner.start()
+        # Its stack deep enough for any record the hook writes, whatever the program set `stack_size()`
+        # to: waiting here instead blocked the loop again (review bx 1).
+        start_with_enough_stack(runner)
     except BaseException as error:  # no thread to be had ("can't start new thread"): the hook's failure
         with _RUNNING_LOCK:
             _RUNNING.discard(runner)
@@ -146,7 +149,12 @@ _RUNNING_LOCK = threading.Lock()
 
 def _run_when_free(hook: LockingHook, argument: Any) -> None:
     try:
-        failure = _called(hook, argument)  # the hook takes its lock itself: here it may wait
+        while True:  # the lock of the history's pile; again if the pile was replaced while this waited
+            lock: ThreadLock = hook.manager.messages._lock
+            with lock:
+                if hook.manager.messages._lock is lock:  # (review bx 3, as call_holding_its_lock)
+                    failure = _called(hook, argument)  # the hook re-enters the lock
+                    break
         if failure is not None:
             raise failure  # this thread's error: threading.excepthook reports it
     finally:

@@ -34,6 +34,7 @@ __all__ = [
     "on_fresh_stack",
     "refuse_colliding_keys",
     "sorted_names",
+    "start_with_enough_stack",
     "write_json",
 ]
 
@@ -179,8 +180,45 @@ def fresh_stack_available() -> bool:
 def new_threads_have_enough_stack() -> bool:
     """Whether a thread started now gets a stack that holds as many frames as the recursion limit
     allows (see `_ENOUGH_STACK`: the program may have set `threading.stack_size()` small)."""
-    size = _thread.stack_size()
+    size = _program_stack_size()
     return size == 0 or size >= _ENOUGH_STACK
+
+
+_STACK_SIZE_LOCK = threading.Lock()  # the library's reads and changes of the process's setting, one at a time
+
+
+def _program_stack_size() -> int:
+    """The program's `threading.stack_size()` setting (0: the platform's default), left as it is: called
+    without a size, `stack_size` also sets the default, so what it read is put back at once (review bx:
+    reading it this way reset a program's setting, a small stack for many threads or a deep one)."""
+    with _STACK_SIZE_LOCK:
+        size = _thread.stack_size()
+        if size:
+            _thread.stack_size(size)
+    return size
+
+
+def start_with_enough_stack(thread: threading.Thread) -> None:
+    """`thread.start()`, with a stack of at least `_ENOUGH_STACK` even where the program set
+    `threading.stack_size()` smaller: the setting is the process's, so it is raised for this start only
+    and put back (kept as the program set it, if it did meanwhile). Where the platform lets no program
+    set it, the thread starts with the default."""
+    with _STACK_SIZE_LOCK:
+        try:
+            previous = _thread.stack_size(_ENOUGH_STACK)  # setting it returns the program's setting
+        except (ValueError, RuntimeError):  # no setting to be made here: the platform's default stands
+            thread.start()
+            return
+        if previous == 0 or previous >= _ENOUGH_STACK:  # deep enough as the program has it
+            _thread.stack_size(previous)
+            thread.start()
+            return
+        try:
+            thread.start()
+        finally:
+            meanwhile = _thread.stack_size(previous)
+            if meanwhile != _ENOUGH_STACK:  # the program set its own while this thread started: kept
+                _thread.stack_size(meanwhile)
 
 
 def _on_fresh_stack(function: Callable[..., Any], *arguments: Any) -> Any:
