@@ -520,6 +520,89 @@ atexit.register(last_words)
 """
 
 
+_AFTER_THE_MAIN_THREAD_ENDED = """
+import asyncio, threading, time
+from lionmsg import Branch, MessageManager, Progression, System
+
+def probe():
+    pass
+
+def program():
+    while threading.main_thread().is_alive():  # the main module has ended: the interpreter waits for us
+        time.sleep(0.01)
+    try:
+        threading.Thread(target=probe).start()
+        print("threads start")
+    except RuntimeError:  # Python 3.12.1 starts none now
+        print("no thread starts")
+    manager = MessageManager(system=System(content={"system_message": "rules"}))
+    branch = Branch(msgs=manager)
+    branch.metadata["current_progression"] = Progression(order=[manager.system.id])
+    started, outcome = asyncio.Event(), []
+
+    async def slow_webhook(_):
+        started.set()
+        await asyncio.sleep(5)
+
+    manager.on_message_added.insert(0, slow_webhook)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(manager.a_add_message(instruction="cancelled by a thread"))
+        await started.wait()
+
+        async def cancel_and_wait():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                return "task ended cancelled"
+
+        def holder():  # the README's pattern: hold the lock, cancel the add, wait for its end
+            with manager.messages.thread_lock:
+                try:
+                    outcome.append(asyncio.run_coroutine_threadsafe(cancel_and_wait(), loop).result(2))
+                except Exception as error:
+                    outcome.append(f"gave up ({type(error).__name__})")
+
+        ready.append(holder)
+        go.set()
+        while not done.is_set():
+            await asyncio.sleep(0.001)
+
+    asyncio.run(main())
+    for thread in __import__("lionmsg.runtime.lockinghooks", fromlist=["x"]).handed_on():
+        thread.join(5)
+    print(outcome[0])
+    print(len(branch.progression) == 2)
+
+ready, go, done = [], threading.Event(), threading.Event()
+
+def holder_thread():  # started while the main thread lives: a thread may not start later (3.12.1)
+    go.wait()
+    ready[0]()
+    done.set()
+
+threading.Thread(target=holder_thread).start()
+threading.Thread(target=program).start()
+"""
+
+
+def test_a_hand_off_after_the_main_thread_ended_still_lets_the_cancelled_add_end_at_once(tmp_path: Path) -> None:
+    # Review bz 1: the exit check took "the main thread has ended" for an atexit handler: a program whose
+    # loop runs in a thread after its main module ended had the hook wait in the cancelled task again,
+    # so a thread holding the lock and waiting for the task's end gave up (or hung).
+    script = tmp_path / "after_main.py"
+    script.write_text(_AFTER_THE_MAIN_THREAD_ENDED)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (0, "")
+    starts, outcome, tracked = done.stdout.splitlines()
+    # Where no thread starts any more the hook can only wait in the call: the holder gives up, then the
+    # hook runs once it lets go.
+    assert outcome == ("task ended cancelled" if starts == "threads start" else "gave up (TimeoutError)")
+    assert tracked == "True"
+
+
 def test_a_hand_off_while_the_interpreter_exits_is_recorded_before_it_ends(tmp_path: Path) -> None:
     # Review bx 2: a thread started from an atexit handler is joined by nobody (3.12 does not start it),
     # so an add cancelled there left its message out of the store, silently. At exit the hook now

@@ -338,6 +338,17 @@ class Element(BaseModel):
             if name in values:
                 refuse_colliding_keys(values[name], f"$.{name}")
 
+    def _own_keys_collide(self) -> bool:
+        """Whether its own free-form fields hold two keys with one JSON text (see `_refuse_colliding_keys`)."""
+        values = self.__dict__
+        try:
+            for name in _FREE_FORM_FIELDS:
+                if name in values:
+                    refuse_colliding_keys(values[name], "$")
+        except KeyCollisionError:
+            return True
+        return False
+
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
         """A container puts the records of what it holds (messages, piles, flows) into its own record;
         its serializer leaves them out when `parts_later(info)` says `_unchecked_record` adds them."""
@@ -372,10 +383,19 @@ class Element(BaseModel):
             except PydanticSerializationError as error:
                 _raised_options_error(error)
         elif set(options) <= _JSON_DUMP_OPTIONS:
-            # Written from the JSON-mode dump: pydantic's JSON writer would write both keys of a pair
-            # whose texts are one (`{"1":"a","1":"b"}`), where the dict dump keeps the last (review by 4).
-            layout = {name: options.pop(name) for name in ("indent", "ensure_ascii") if name in options}
-            text = to_json(self.model_dump(mode="json", **options), **layout).decode()
+            token = _PYDANTIC_KEY_RULE.set(True)  # the parts a container adds keep the last of two keys
+            try:
+                if self._own_keys_collide():
+                    # Written from the JSON-mode dump: pydantic's JSON writer would write both keys of
+                    # such a pair (`{"1":"a","1":"b"}`), where the dict dump keeps the last (review by 4).
+                    layout = {name: options.pop(name) for name in ("indent", "ensure_ascii") if name in options}
+                    text = to_json(self.model_dump(mode="json", **options), **layout).decode()
+                else:  # pydantic's own text (a NaN in a nested model of its own config as null: review bz 2)
+                    text = super().model_dump_json(**options)
+            except PydanticSerializationError as error:
+                _raised_options_error(error)
+            finally:
+                _PYDANTIC_KEY_RULE.reset(token)
         else:  # an option model_dump_json does not take: pydantic's own TypeError
             text = super().model_dump_json(**options)
         if "NaN" in text or "Infinity" in text:  # rare: most likely inside a string

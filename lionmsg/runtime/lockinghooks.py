@@ -110,7 +110,8 @@ def run_now_or_in_a_thread(hook: LockingHook, argument: Any, stop: BaseException
     of its own runs it, waiting for the lock there: not on the loop, whose shutdown or closing would
     leave it undone (review bv); its failure is that thread's (`threading.excepthook` reports it), and
     a thread that cannot be started is the hook's failure, returned. After a close (`stop` a
-    GeneratorExit), or while the interpreter exits, it is called now and waits blocking."""
+    GeneratorExit), in an `atexit` handler, or where the interpreter's exit refuses new threads (3.12),
+    it is called now and waits blocking."""
     if isinstance(stop, GeneratorExit):
         return _called(hook, argument)
     lock: ThreadLock = hook.manager.messages._lock
@@ -121,9 +122,10 @@ def run_now_or_in_a_thread(hook: LockingHook, argument: Any, stop: BaseException
     finally:
         if taken[0]:
             lock.release()
-    if not threading.main_thread().is_alive():
-        # The interpreter is exiting (atexit, or waiting for its threads): a thread started now would not
-        # be waited for, or not start at all (3.12), and the change would go unrecorded (review bx 2).
+    main = threading.main_thread()
+    if threading.current_thread() is main and not main.is_alive():
+        # An `atexit` handler: a thread started now is waited for by nobody (3.12 does not start it),
+        # and the change would go unrecorded (review bx 2).
         return _called(hook, argument)
     # Named for its class only: a repr (a Branch's holds its metadata) may be long, or may raise.
     runner = threading.Thread(
@@ -138,6 +140,10 @@ def run_now_or_in_a_thread(hook: LockingHook, argument: Any, stop: BaseException
     except BaseException as error:  # no thread to be had ("can't start new thread"): the hook's failure
         with _RUNNING_LOCK:
             _RUNNING.discard(runner)
+        if isinstance(error, RuntimeError) and not main.is_alive():
+            # The main thread has ended and the interpreter waits for its threads: 3.12 starts none
+            # then, where 3.10, 3.11 and 3.13 start and wait for them (review bz 1): wait here.
+            return _called(hook, argument)
         return error
     return None
 
