@@ -331,23 +331,22 @@ class Element(BaseModel):
     def _refuse_colliding_keys(self) -> None:
         """For a whole dump (no include or exclude, which may leave out either key: then pydantic's own
         rule, the last of the two written, holds, in every part of it)."""
-        if _PYDANTIC_KEY_RULE.get():
-            return
+        if not _PYDANTIC_KEY_RULE.get():
+            self._check_own_keys()
+
+    def _own_keys_collide(self) -> bool:
+        """Whether its own free-form fields hold two keys with one JSON text (see `_refuse_colliding_keys`)."""
+        try:
+            self._check_own_keys()
+        except KeyCollisionError:
+            return True
+        return False
+
+    def _check_own_keys(self) -> None:
         values = self.__dict__
         for name in _FREE_FORM_FIELDS:
             if name in values:
                 refuse_colliding_keys(values[name], f"$.{name}")
-
-    def _own_keys_collide(self) -> bool:
-        """Whether its own free-form fields hold two keys with one JSON text (see `_refuse_colliding_keys`)."""
-        values = self.__dict__
-        try:
-            for name in _FREE_FORM_FIELDS:
-                if name in values:
-                    refuse_colliding_keys(values[name], "$")
-        except KeyCollisionError:
-            return True
-        return False
 
     def _add_part_records(self, record: dict[str, Any], mode: str) -> None:
         """A container puts the records of what it holds (messages, piles, flows) into its own record;
