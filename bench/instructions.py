@@ -2,9 +2,9 @@
 
 On the 2-core VM the same repetition's timing swings up to 2x between runs, so only changes worth 25% or
 more show in a timed A/B. The number of machine instructions a repetition executes repeats to within ~1.5%
-(hash seeds and fresh UUIDs vary a little), whatever else runs: it is the A/B measure for CPU work. It
-does not see memory effects (cache misses, fresh pages), which the timed runs do, and instructions are not
-all equally fast, so it complements `make bench` and never replaces it.
+whatever else runs: it is the A/B measure for CPU work. It does not see memory effects (cache misses,
+fresh pages), which the timed runs do, and instructions are not all equally fast, so it complements
+`make bench` and never replaces it.
 
     .venv/bin/python -m bench.instructions lionmsg replace 1000
     .venv/bin/python -m bench.instructions lionagi dict_roundtrip 1000 --python .venv-bench/bin/python
@@ -24,9 +24,15 @@ child runs without the cyclic collector there (a pass in one counted run and not
 difference by tens of misses per operation), so the misses leave its passes out: none in add-or-replace's
 timed repetitions (`bench.profiling replace 100000 --gc`), a fifth or more of some workloads at 100,000
 (the build and round-trip rows; see README: growth with N). A child run also skips the interpreter's
-teardown (`os._exit`): freeing the workload's history at exit is in neither count.
+teardown (`os._exit`): freeing the workload's history at exit is in neither count. Both counted runs
+take their randomness from one seed (hash seed, `os.urandom` and so fresh UUIDs), so they lay out
+their dicts alike; even so, a lionmsg count at 100,000 moves by a few misses per operation from one
+invocation to the next, so count 10 repetitions there (`... replace 100000 10 --misses`: 18.2 and 19.1
+last-level misses per add-or-replace at ae299a1 in two invocations, the floor's 61.3 in both). The
+simulation does not rank the systems as the timed run does: the floor's add-or-replace, with three times
+lionmsg's simulated misses, runs about twice as fast at 100,000.
 
-    .venv/bin/python -m bench.instructions lionmsg replace 100000 --misses
+    .venv/bin/python -m bench.instructions lionmsg replace 100000 10 --misses
 """
 
 from __future__ import annotations
@@ -35,11 +41,13 @@ import argparse
 import gc
 import importlib
 import os
+import random
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import NamedTuple, cast
 
 from bench import spec
@@ -110,26 +118,45 @@ def count_events(python: str, system: str, workload: str, n: int, reps: int, las
         str(reps),
         *([] if last_level is None else ["--misses"]),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    # One hash seed for both counted runs (see _repeatable_randomness).
+    environment = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=environment)
     if done.returncode != 0:
         raise RuntimeError(f"the counted run failed ({done.returncode}):\n{done.stderr[-2000:]}")
     return parse_counts(done.stderr, misses=last_level is not None)
 
 
+@contextmanager
+def _repeatable_randomness() -> Iterator[None]:
+    """`os.urandom` (fresh UUIDs, LionAGI's too) from one seed while the workload runs.
+
+    The two counted runs are subtracted, so they must run the same program up to the extra repetitions.
+    With fresh random ids (and, without PYTHONHASHSEED, fresh hash seeds) every dict of a history is laid
+    out anew: at N=100,000 the preparation's last-level misses then differed between two runs by more
+    than the repetitions make (a count of -186 misses per add-or-replace)."""
+    urandom = os.urandom
+    os.urandom = random.Random(0).randbytes
+    try:
+        yield
+    finally:
+        os.urandom = urandom
+
+
 def _child(system: str, workload: str, n: int, reps: int, misses: bool = False) -> None:
-    # As bench.worker prepares a repetition: setup, then the preparation's objects frozen.
-    module = importlib.import_module(f"bench.systems.{system}_side")
-    rep = cast("Mapping[str, WorkloadFn]", module.WORKLOADS)[workload](n)
-    gc.collect()
-    gc.freeze()
-    if misses:
-        # A collector's pass in one counted run and not in the other moved the difference by tens of
-        # misses per operation; the timed repetitions these counts explain run without one (at 100k too:
-        # `bench.profiling replace 100000 --gc`).
-        gc.disable()
-    rep()  # the warm-up: first-call costs are in both counts, so they cancel out
-    for _ in range(reps):
-        rep()
+    with _repeatable_randomness():
+        # As bench.worker prepares a repetition: setup, then the preparation's objects frozen.
+        module = importlib.import_module(f"bench.systems.{system}_side")
+        rep = cast("Mapping[str, WorkloadFn]", module.WORKLOADS)[workload](n)
+        gc.collect()
+        gc.freeze()
+        if misses:
+            # A collector's pass in one counted run and not in the other moved the difference by tens of
+            # misses per operation; the timed repetitions these counts explain run without one (at 100k
+            # too: `bench.profiling replace 100000 --gc`).
+            gc.disable()
+        rep()  # the warm-up: first-call costs are in both counts, so they cancel out
+        for _ in range(reps):
+            rep()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -157,3 +157,46 @@ def test_a_last_level_size_without_misses_is_refused(capsys: pytest.CaptureFixtu
     with pytest.raises(SystemExit):
         instructions.main(["lionmsg", "replace", "1000", "--last-level", "1048576"])
     assert "--last-level needs --misses" in capsys.readouterr().err
+
+
+def test_both_counted_runs_get_one_hash_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The two runs are subtracted: dicts laid out by different hash seeds moved the difference (see
+    # _repeatable_randomness).
+    environments: list[dict[str, str]] = []
+    totals = iter(["I   refs: 400,000,000", "I   refs: 457,000,000"])
+
+    def run(command: list[str], *, env: dict[str, str], **_: object) -> subprocess.CompletedProcess[str]:
+        environments.append(env)
+        return subprocess.CompletedProcess(command, 0, "", next(totals))
+
+    monkeypatch.setenv("LIONMSG_TEST_MARK", "kept")
+    monkeypatch.setattr(instructions.shutil, "which", lambda name: "/usr/bin/valgrind")
+    monkeypatch.setattr(instructions.subprocess, "run", run)
+    assert instructions.main(["lionmsg", "replace", "1000"]) == 0
+    assert [env["PYTHONHASHSEED"] for env in environments] == ["0", "0"]
+    assert all(env["LIONMSG_TEST_MARK"] == "kept" for env in environments)  # the rest of the environment too
+
+
+def test_the_childs_randomness_comes_from_one_seed_and_is_given_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Fresh UUIDs come from os.urandom: the same bytes in both counted runs, so both build the same
+    # history; the real source is restored when the child is done (here: for the rest of the session).
+    real = instructions.os.urandom
+    drawn: list[bytes] = []
+    workloads = {"replace": lambda n: (drawn.append(instructions.os.urandom(16)), lambda: None)[1]}
+    monkeypatch.setattr("bench.systems.lionmsg_side.WORKLOADS", workloads)
+    assert instructions.main(["--child", "lionmsg", "replace", "50", "1"]) == 0
+    assert instructions.main(["--child", "lionmsg", "replace", "50", "1"]) == 0
+    assert drawn[0] == drawn[1]
+    assert instructions.os.urandom is real
+
+
+def test_a_failing_child_gives_its_randomness_back_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = instructions.os.urandom
+
+    def refuse(n: int) -> None:
+        raise RuntimeError("the workload failed to prepare")
+
+    monkeypatch.setattr("bench.systems.lionmsg_side.WORKLOADS", {"replace": refuse})
+    with pytest.raises(RuntimeError, match="the workload failed to prepare"):
+        instructions.main(["--child", "lionmsg", "replace", "50", "1"])
+    assert instructions.os.urandom is real
