@@ -23,7 +23,7 @@ reports 256 MiB, which valgrind would take, and which holds a 100,000-message hi
 child runs without the cyclic collector there (a pass in one counted run and not the other moved the
 difference by tens of misses per operation), so the misses leave its passes out: none in add-or-replace's
 timed repetitions (`bench.profiling replace 100000 --gc`), a fifth or more of some workloads at 100,000
-(the build and round-trip rows; see README: growth with N). A child run also skips the interpreter's
+(the build and round-trip rows; see bench/README.md: growth with N). A child run also skips the interpreter's
 teardown (`os._exit`): freeing the workload's history at exit is in neither count. Both counted runs
 take their randomness from one seed (hash seed, `os.urandom` and so fresh UUIDs), so they lay out
 their dicts alike; even so, a lionmsg count at 100,000 moves by a few misses per operation from one
