@@ -341,6 +341,55 @@ def test_a_store_path_holding_a_nul_character_is_refused(tmp_path: Path, read_on
     assert listing(tmp_path) == []
 
 
+@pytest.mark.parametrize("read_only", [False, True], ids=["writer", "read-only"])
+def test_an_empty_store_path_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_only: bool) -> None:
+    # To SQLite "" is a private temporary database, gone at close; read-only, the current folder.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"^a store path cannot be empty$"):
+        SQLiteStore("", read_only=read_only)
+    assert listing(tmp_path) == []
+
+
+@pytest.mark.parametrize("named", ["file:histories.db", "file:histories.db?mode=memory"])
+def test_a_path_that_looks_like_a_sqlite_uri_names_a_file_in_both_modes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, named: str
+) -> None:
+    # SQLite reads text that begins with "file:" as a URI: the writer wrote "histories.db" (or kept the
+    # history in memory and lost it at close) while the read-only open looked for the file named so.
+    monkeypatch.chdir(tmp_path)
+    manager = stored(Path(named), messages=2)
+    assert listing(tmp_path) == [named]
+    assert_same_history(loaded(Path(named)), manager)
+    with SQLiteStore(tmp_path / named, read_only=True) as reader:  # the same file, however it is named
+        assert reader.branches() == ["b"]
+
+
+def test_a_store_named_by_a_relative_path_keeps_its_file_when_the_program_changes_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    manager = stored(Path("histories.db"))
+    execute(tmp_path / "histories.db", "PRAGMA journal_mode = WAL")  # read as immutable: stamped, checked
+    with SQLiteStore("histories.db", read_only=True) as reader:
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        # Each read compares the file's stamp with the one it opened: taken from "histories.db" in the
+        # new folder (none there), the file looked changed and was opened again there, and not found.
+        assert_same_history(reader.load("b"), manager)
+        with SQLiteStore(tmp_path / "histories.db") as writer:
+            writer.attach(manager, "b")
+            manager.add_message(instruction="after")
+        assert_same_history(reader.load("b"), manager)
+    monkeypatch.chdir(tmp_path)
+    with SQLiteStore("histories.db") as writer:  # a writer too, until it closes
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        writer.attach(manager, "b")
+        manager.add_message(instruction="later")
+    assert_same_history(loaded(tmp_path / "histories.db"), manager)
+    assert (listing(tmp_path), listing(tmp_path / "elsewhere")) == (["elsewhere", "histories.db"], [])
+    assert journal_mode(tmp_path / "histories.db") == "delete"
+
+
 def test_a_store_left_in_wal_mode_still_opens_read_only_and_creates_nothing(path: Path) -> None:
     manager = stored(path)
     execute(path, "PRAGMA journal_mode = WAL")  # as a writer that could not switch it back leaves it

@@ -164,7 +164,7 @@ _HEADER_SIZE = 100  # byte 19 (the file format's read version) is 2 in WAL mode:
 def file_uri(path: str, **parameters: str) -> str:
     """The `file:` URI SQLite opens `path` by with these parameters (`uri=True`)."""
     query = "&".join(f"{name}={value}" for name, value in parameters.items())
-    return f"{Path(path).absolute().as_uri()}?{query}"
+    return f"{Path(path).absolute().as_uri()}{'?' if query else ''}{query}"
 
 
 def prepare(connection: sqlite3.Connection, path: str, synchronous: str, timeout: float) -> None:
@@ -209,7 +209,7 @@ def check_store(connection: sqlite3.Connection, path: str, timeout: float) -> No
         raise store_error(f"cannot open store {path!r}: {exc}", exc) from exc
 
 
-def check_before_read_only_open(path: str) -> bool:
+def check_before_read_only_open(path: str, named: str) -> bool:
     """Before a read-only open: refuse a file in WAL mode with no commits in a -wal file beside it that
     is not a lionmsg store of this format, without leaving anything behind. SQLite's read-only open of
     such a file creates -wal and -shm files, which it cannot remove (a lionmsg writer takes its store
@@ -222,7 +222,8 @@ def check_before_read_only_open(path: str) -> bool:
 
     True when the file is a store in WAL mode with no -wal file beside it at all: no connection has it
     open (a writer closed while another connection had it open, which closed last), so the file alone
-    holds every commit, and SQLiteStore reads it as immutable too (`wal_file`, `file_stamp`)."""
+    holds every commit, and SQLiteStore reads it as immutable too (`wal_file`, `file_stamp`). `path` is
+    the file's absolute path; errors name the store `named`, as the caller was given it."""
     try:
         with open(path, "rb") as file:
             header = file.read(_HEADER_SIZE)
@@ -237,7 +238,7 @@ def check_before_read_only_open(path: str) -> bool:
     except sqlite3.Error:
         return False
     try:
-        check_store(connection, path, timeout=0)  # an immutable file is never locked
+        check_store(connection, named, timeout=0)  # an immutable file is never locked
     except StoreError:
         if not _has_commits_beside(wal):
             raise

@@ -209,8 +209,14 @@ class SQLiteStore:
         if not isinstance(named, str):  # bytes: SQLite and the messages here speak text
             raise TypeError(f"a store path must be a str or an os.PathLike of str, got {type(named).__name__}")
         self.path = named
-        if "\0" in self.path:  # SQLite would open the file named by what comes before it
-            raise ValueError(f"a store path cannot hold a NUL character, got {self.path!r}")
+        if not named:  # SQLite would open a private temporary database, gone at close
+            raise ValueError("a store path cannot be empty")
+        if "\0" in named:  # SQLite would open the file named by what comes before it
+            raise ValueError(f"a store path cannot hold a NUL character, got {named!r}")
+        # Every open, stamp and clean-up goes by this one absolute path, through a `file:` URI: a path
+        # given as text SQLite would read as a URI itself ("file:x.db?mode=memory"), and the writer and
+        # the read-only connections must name the same file, also after the program changed directory.
+        self._file = os.path.abspath(named)
         self.read_only = read_only
         self._lock = threading.RLock()
         self._attachments: dict[str, Attachment] = {}
@@ -220,7 +226,9 @@ class SQLiteStore:
             self._connection: sqlite3.Connection | None = self._connect_read_only()
             return
         try:
-            connection = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+            connection = sqlite3.connect(
+                file_uri(self._file), timeout=timeout, isolation_level=None, check_same_thread=False, uri=True
+            )
         except sqlite3.Error as exc:
             raise store_error(f"cannot open store {self.path!r}: {exc}", exc) from exc
         try:
@@ -239,10 +247,10 @@ class SQLiteStore:
         # Stamped before the check: a writer that opens the file after it then changes the stamp, and the
         # next read opens the file again (one that opened it between the check and a later stamp was
         # stamped in, -wal and all, and its commits never read).
-        stamp = file_stamp(self.path)
-        immutable = check_before_read_only_open(self.path) and stamp is not None and not stamp[3]
+        stamp = file_stamp(self._file)
+        immutable = check_before_read_only_open(self._file, self.path) and stamp is not None and not stamp[3]
         stamp = stamp if immutable else None
-        target = file_uri(self.path, immutable="1") if immutable else file_uri(self.path, mode="ro")
+        target = file_uri(self._file, immutable="1") if immutable else file_uri(self._file, mode="ro")
         try:
             connection = sqlite3.connect(
                 target, timeout=self._timeout, isolation_level=None, check_same_thread=False, uri=True
@@ -286,7 +294,7 @@ class SQLiteStore:
             finally:
                 connection.close()
             if not released:
-                release_closed(self.path)
+                release_closed(self._file)
 
     @property
     def closed(self) -> bool:
@@ -659,7 +667,7 @@ class SQLiteStore:
             raise store_error(f"store {self.path!r}: cannot read {what}: {exc}", exc) from exc
 
     def _immutable_file_changed(self) -> bool:
-        return self._immutable_stamp is not None and file_stamp(self.path) != self._immutable_stamp
+        return self._immutable_stamp is not None and file_stamp(self._file) != self._immutable_stamp
 
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
