@@ -616,7 +616,9 @@ def _parser(output: _Output) -> argparse.ArgumentParser:
     fuzz = commands.add_parser("fuzz", output=output, help="emit schema-generated records as JSON Lines")
     fuzz.add_argument("--count", type=_count, default=10, help="how many records (default 10)")
     fuzz.add_argument("--kind", help=f"one kind: {', '.join(KINDS)} (default: all)")
-    fuzz.add_argument("--seed", type=int, default=None, help="make the output reproducible")
+    fuzz.add_argument(
+        "--seed", type=int, default=None, help="make the output reproducible (with the same --count and --kind)"
+    )
     fuzz.set_defaults(run=_fuzz)
 
     show = commands.add_parser("show", output=output, help="print a stored history as a conversation table")

@@ -87,7 +87,7 @@ def test_schema_prints_the_record_union_by_default() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["instruction", "Instruction", "messages/instruction", "messages/instruction.schema.json"]
+    "name", ["instruction", "Instruction", "INSTRUCTION", "messages/instruction", "messages/instruction.schema.json"]
 )
 def test_schema_prints_one_schema_by_kind_class_or_file(name: str) -> None:
     status, out = run("schema", name)
@@ -95,6 +95,15 @@ def test_schema_prints_one_schema_by_kind_class_or_file(name: str) -> None:
     printed = json.loads(out)
     assert printed["$id"] == "https://lionmsg.dev/schemas/v1/messages/instruction.schema.json"
     assert printed == json.loads((REPO / "schemas/messages/instruction.schema.json").read_text(encoding="utf-8"))
+
+
+def test_schema_takes_every_kind_name_fuzz_takes() -> None:
+    # Review cg: `fuzz --kind actionresponse` worked where `schema actionresponse` was a usage error.
+    expected = (REPO / "schemas/messages/action_response.schema.json").read_text(encoding="utf-8")
+    for name in ("action_response", "ActionResponse", "actionresponse"):
+        assert run("fuzz", "--count", "1", "--kind", name)[0] == 0
+        status, out = run("schema", name)
+        assert (status, json.loads(out)) == (0, json.loads(expected))
 
 
 def test_schema_prints_a_content_schema_by_file() -> None:

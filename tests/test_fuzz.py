@@ -249,7 +249,9 @@ def test_the_strategies_give_content_and_each_content_field_real_odds() -> None:
         assert {name: per_field[name] for name in fields if per_field[name] < 15} == {}, (kind, per_field)
 
 
-def test_the_seed_alone_decides_the_records(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_what_a_seed_gives_does_not_depend_on_the_callers_modules(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Hypothesis draws constants from the source of loaded modules that are not installed packages: a
     module of the caller's holding text and numbers must not change what a seed gives, and no cache of
     such constants is written to the current directory."""
@@ -610,6 +612,18 @@ def test_a_kind_is_named_by_its_schema_name_or_its_class_as_lionmsg_fuzz_names_i
     assert generation_schema("System") == generation_schema("system")
     with pytest.raises(KeyError, match="unknown record kind 'Instructions'; known: message, system"):
         records("Instructions")
+
+
+def test_the_schemas_handed_out_are_the_callers_to_change() -> None:
+    # Review cg: both returned the cached dict the strategies draw from, so narrowing it for one test
+    # changed what records() drew for every later one in the process.
+    for accessor in (inlined_kind_schema, generation_schema):
+        before = copy.deepcopy(accessor("system"))
+        changed = accessor("system")
+        changed["required"].append("channel")
+        assert accessor("system") == before
+    drawn = list(generate_records(20, "system", 0))
+    assert any("channel" not in record for record in drawn)
 
 
 @settings(max_examples=200, deadline=None)

@@ -44,9 +44,11 @@ def schema_names() -> list[str]:
 
 
 def load_schema(name: str) -> dict[str, Any]:
-    """One schema file by relative path; `messages/system` and `system` (a kind) are accepted too."""
-    if name in KINDS or name in _KIND_BY_CLASS:
-        name = f"messages/{_KIND_BY_CLASS.get(name, name)}"
+    """One schema file by relative path; `messages/system` and `system` (a kind, or its class in any case
+    as `kind_named` reads it: `fuzz --kind` takes the same names) are accepted too."""
+    kind = kind_named(name)
+    if kind is not None:
+        name = f"messages/{kind}"
     if not name.endswith(".schema.json"):
         name += ".schema.json"
     if name not in schema_names():

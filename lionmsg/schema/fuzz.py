@@ -8,12 +8,16 @@ the all-zero UUID 15 times, and 92 distinct ids in all), while the stream is mea
 pipelines, histories, stores and Exchanges, where a record whose id was seen before replaces that
 message instead of adding one; so an id seen before is replaced by a fresh one.
 
-The seed alone decides the records. Hypothesis (from 6.131.1) also draws constants it finds in the
-source of the loaded modules that are not installed packages (a checkout's lionmsg, the caller's own
-code and tests), so the records of one seed would differ between a checkout and an installed wheel, and
-with whatever the process imported first; it would also cache those constants under `.hypothesis/` in
-the current directory. It has no switch for that (HypothesisWorks/hypothesis#4627), so generation here
-runs with its local constants set aside (`_seed_alone`).
+The seed, the count and the kind decide the records: hypothesis adapts what it draws to the number of
+examples a run asks for, so `--count 10` is not the first ten records of `--count 40` with the same seed,
+and every run starts with the simplest record the schema allows, whatever the seed (ask for many records
+in one call rather than one record from each of many seeds). Nothing else does. Hypothesis (from 6.131.1)
+also draws constants it finds in the source of the loaded modules that are not installed packages (a
+checkout's lionmsg, the caller's own code and tests), so the records of one seed would differ between a
+checkout and an installed wheel, and with whatever the process imported first; it would also cache those
+constants under `.hypothesis/` in the current directory. It has no switch for that
+(HypothesisWorks/hypothesis#4627), so generation here runs with its local constants set aside
+(`_seed_alone`).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ __all__ = ["generate_records"]
 
 def generate_records(count: int, kind: str | None = None, start_seed: int | None = None) -> Iterator[dict[str, Any]]:
     """`count` records of one kind (all kinds when None), each with its own id (as a UUID: ids differing
-    only in case are the same); the same seed gives the same records."""
+    only in case are the same); the same seed, count and kind give the same records (module docstring)."""
     strategy = records(kind)
     rng = random.Random(start_seed)
     fresh_ids = random.Random(rng.getrandbits(64))

@@ -49,8 +49,8 @@ def _inlined(kind: str) -> dict[str, Any]:
 
 def inlined_kind_schema(kind: str) -> dict[str, Any]:
     """The schema of one record kind (`instruction`, or its class `Instruction`, ...) with no `$ref`
-    left, patterns in Python form."""
-    return _inlined(_kind(kind))
+    left, patterns in Python form: a copy of its own, which the caller may change."""
+    return copy.deepcopy(_inlined(_kind(kind)))
 
 
 @cache
@@ -65,8 +65,9 @@ def _generation_schema(kind: str) -> dict[str, Any]:
 def generation_schema(kind: str) -> dict[str, Any]:
     """`inlined_kind_schema(kind)` as the strategies read it: every `number` schema is an `anyOf` of the
     same schema as `integer` and as itself (bounds kept), and addresses carry the format
-    `x-lionmsg-address`, drawn by `addresses()`. It accepts exactly the same records."""
-    return _generation_schema(_kind(kind))
+    `x-lionmsg-address`, drawn by `addresses()`. It accepts exactly the same records. A copy of its own:
+    changing it changes nothing `records()` draws."""
+    return copy.deepcopy(_generation_schema(_kind(kind)))
 
 
 def _kind(name: str) -> str:
