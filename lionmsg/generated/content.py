@@ -85,6 +85,10 @@ class ActionRequestContent(ActionRequestBehaviour):
         # for a subclass, which may add fields, and where the full rebuild would change another field.
         if type(self) is not ActionRequestContent or not self._plain_changes_keep_the_rest():
             return None
+        # A list or dict set to another type in place (content.x = ...) takes the full rebuild, which
+        # normalises or refuses it: list() of a dict would keep only its keys.
+        if type(self.arguments) is not dict:
+            return None
         content = object.__new__(ActionRequestContent)
         content.function = self.function
         content.arguments = owned_copy(self.arguments)
