@@ -66,6 +66,11 @@ TABLE: list[tuple[str, dict[str, Any]]] = [
         "ActionRequestContent",
         {"function": "typed", "arguments": {"flag": True, "ratio": 0.25, "none": None, "zero": 0}},
     ),
+    # Argument text with keys without quotes, read alike (review ch F2).
+    (
+        "ActionRequestContent",
+        {"function": "find", "arguments": "{filter: {age: {$gte: 18}}, @type: 'Person', a/b: 1, max-tokens: 5}"},
+    ),
     # ActionResponse
     ("ActionResponseContent", {"function": "f", "arguments": {"a": 1}, "output": {"r": [1, 2]}}),
     ("ActionResponseContent", {"function": "f", "arguments": {"a": 1}, "output": "plain text output"}),

@@ -83,6 +83,16 @@ ACCEPTED_TEXT: list[tuple[str, dict[str, Any]]] = [
         '{max-tokens: 5, user.name: "x", a-1.b_c: -2, x: 1.5}',
         {"max-tokens": 5, "user.name": "x", "a-1.b_c": -2, "x": 1.5},
     ),
+    # Any other run a colon follows, after `{` or `,`: query operators, JSON-LD and schema keys, paths
+    # (review ch F2: refused, where LionAGI reads them).
+    (
+        "{filter: {age: {$gte: 18, $lt: 65}}, @type: 'Person', $ref: '#/a', a/b: 1, a+b: 2, a-: 3, -1: 4}",
+        {
+            "filter": {"age": {"$gte": 18, "$lt": 65}},
+            **{"@type": "Person", "$ref": "#/a", "a/b": 1, "a+b": 2, "a-": 3, "-1": 4},
+        },
+    ),
+    ("{ $in : [1, 2] ,\n\t#x:null}", {"$in": [1, 2], "#x": None}),
     # Mixed quoting, raw line breaks in strings, everything at once.
     (
         "{\"a\": 'single', 'b': \"double\", c: 'it\"s', 'd': \"don't\"}",
@@ -263,7 +273,9 @@ def test_refused(value: Any) -> None:
         ("None", f"{REFUSED}: expected a JSON object, got null"),
         ("not json", f"{REFUSED}: unexpected name 'not' at position 0"),
         ("{a: b-c}", f"{REFUSED}: unexpected name 'b-c' at position 4"),  # a joined name is a key only
-        ("{a-: 1}", f"{REFUSED}: unexpected name 'a' at position 1"),  # nothing after the joint: no name
+        ("{a b: 1}", f"{REFUSED}: unexpected name 'a' at position 1"),  # a key is one run
+        ("{a: b/c}", f"{REFUSED}: unexpected name 'b' at position 4"),  # such a run is a key, never a value
+        ("[$a: 1]", f"{REFUSED}: unexpected character '$' at position 1"),  # only after `{` or `,`
         ("{'a': 1", f"{REFUSED}: Expecting ',' delimiter"),
         ("{'a: 1}", f"{REFUSED}: unterminated string at position 1"),
         (5, f"{REFUSED}: unsupported type int"),
@@ -317,6 +329,9 @@ def test_deep_nesting_is_refused(text: str) -> None:
         "a```\n" * 200_000,
         "```" + " " * 1_000_000,  # a fence's blanks with no line break (quadratic before review bi)
         "```" + " \t" * 250_000 + "json" + "\t " * 250_000,
+        "{" + "-1" * 500_000,  # a key's run is scanned once, not again from each number in it
+        "{" + "a/" * 500_000 + "}",
+        "{" + "a:{" * 200_000,
     ],
 )
 def test_hostile_text_is_refused_quickly(text: str) -> None:

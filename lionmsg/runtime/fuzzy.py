@@ -18,9 +18,10 @@ with three backticks), so prose around a fence is ignored:
 2. the lenient grammar: JSON plus single-quoted strings with Python escapes (`'it\\'s'`, `'\\x41'`; a
    double-quoted string takes them too where JSON rejects its escapes),
    `True`/`False`/`None`, parentheses as arrays (Python tuples), trailing commas at any depth, and
-   identifier and number keys (`{a: 1, b_2: "x", 3: 4}`, and identifiers joined by `-` or `.`:
-   `{max-tokens: 5, user.name: "x"}`; an identifier or number before `:` is always a key, its text as
-   written, so `{null: 1}` is `{"null": 1}` and `{1: 2}` is `{"1": 2}`, as LionAGI).
+   keys without quotes (`{a: 1, b_2: "x", 3: 4}`, `{max-tokens: 5, user.name: "x"}`, `{$gte: 18,
+   @type: "x", a/b: 1}`: after `{` or `,`, any run of characters but blanks, quotes, brackets, commas
+   and colons that a colon follows; a key is always its text as written, so `{null: 1}` is
+   `{"null": 1}` and `{1: 2}` is `{"1": 2}`, as LionAGI reads them).
    Raw newlines and tabs inside strings are kept. It is rewritten token by token into strict JSON and
    parsed again, so nothing is ever evaluated.
 
@@ -77,6 +78,10 @@ _TOKEN = re.compile(
     re.VERBOSE | re.DOTALL,
 )
 _COLON_AHEAD = re.compile(r"\s*:")
+# Where a key may stand (after `{` or `,`), any run of characters but blanks, quotes, brackets, commas and
+# colons that a colon follows is a key, its text as written: `$gte`, `@type`, `a/b`, as LionAGI reads them.
+# Tried only there, so each run is scanned once (runs end at the next `,` or `{`): linear however long.
+_BARE_KEY = re.compile(r"""[^\s"'{}\[\]():,]+(?=\s*:)""")
 _KEYWORDS = {"true": "true", "True": "true", "false": "false", "False": "false", "null": "null", "None": "null"}
 _BRACKETS = {"(": "[", ")": "]"}
 _CLOSERS = frozenset("}])")
@@ -171,8 +176,16 @@ def _to_strict_json(text: str) -> str:
     out: list[str] = []
     # A comma is written only once the next token shows it is not trailing.
     pending_comma = False
+    key_may_follow = False  # the last token was `{` or `,`
     pos = 0
     while pos < len(text):
+        if key_may_follow and (key := _BARE_KEY.match(text, pos)) is not None:
+            if pending_comma:
+                out.append(",")
+            out.append(json.dumps(key.group()))
+            pending_comma = key_may_follow = False
+            pos = key.end()
+            continue
         match = _TOKEN.match(text, pos)
         if match is None:
             problem = "unterminated string" if text[pos] in "\"'" else f"unexpected character {text[pos]!r}"
@@ -183,11 +196,12 @@ def _to_strict_json(text: str) -> str:
         if token == ",":
             if pending_comma:
                 out.append(",")  # `,,` stays invalid
-            pending_comma = True
+            pending_comma = key_may_follow = True
             continue
         if pending_comma and token not in _CLOSERS:
             out.append(",")
         pending_comma = False
+        key_may_follow = token == "{"
         if kind == "string":
             out.append(json.dumps(_decode_string(token)))
         elif kind == "name":
