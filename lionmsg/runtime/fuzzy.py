@@ -43,6 +43,8 @@ Where this departs from LionAGI 0.36.0 (`ln.fuzzy.to_dict(..., fuzzy_parse=True)
 - Integers are read exactly, however long; LionAGI's orjson makes one beyond 64 bits a float
   (`18446744073709551616` -> `1.8446744073709552e+19`), which shows in the rendered prompt.
 - A leading BOM and a lone surrogate's escape are read; orjson refuses both.
+- A key without quotes holds no bracket or colon: LionAGI's key rule takes any run of characters but
+  blanks and double quotes, so `{http://x: 1}` is `{"http://x": 1}` there and refused here.
 """
 
 from __future__ import annotations
