@@ -731,3 +731,46 @@ def test_include_and_exclude_choose_a_branchs_parts_and_its_metadata_keys_as_its
     left = dumped(exclude={"metadata": {"current_progression"}})["metadata"]
     assert left == {key: value for key, value in branch.to_dict()["metadata"].items() if key != "current_progression"}
     assert set(dumped(exclude={"messages": True})) == set(branch.to_dict()) - {"messages"}
+
+
+def test_a_branch_over_a_manager_out_of_step_wraps_it_and_hooks_once() -> None:
+    # Review ci F1: the constructor read the manager's system after putting its hooks on; out of step,
+    # that read raised, and every refused construction left a dead branch's observer and listener behind,
+    # still changing the view the caller had passed.
+    manager = MessageManager()
+    first = manager.add_message(instruction="a")
+    stray = uuid4()
+    manager.progression.insert(0, stray)
+    view = Progression(order=[first.id])
+    branch = Branch(msgs=manager, metadata={"current_progression": view})
+    assert (len(manager.on_message_added), len(manager.on_history_changed)) == (1, 1)
+    with pytest.raises(ValueError, match="out of step"):
+        _ = branch.msgs.system  # the manager says so when used, as it is
+    manager.progression.remove(stray)
+    later = manager.add_message(instruction="b")
+    assert list(view) == [first.id, later.id]
+
+
+def test_a_refused_branch_leaves_the_manager_it_was_given_as_it_was() -> None:
+    manager = MessageManager()
+    manager.on_history_changed = ()  # type: ignore[assignment]  # cannot hold the branch's listener
+    with pytest.raises(TypeError, match=r"^the manager's on_history_changed must be a list, got tuple$"):
+        Branch(msgs=manager)
+    assert (manager.on_message_added, manager.on_history_changed) == ([], ())
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("msgs", 5),
+        ("msgs", {"not": "a manager"}),
+        ("system_sender", "mallory"),
+        ("progression", None),
+        ("on_message_added", None),
+        ("system_datetime", None),
+    ],
+)
+def test_a_record_holding_a_constructor_argument_is_refused_as_any_unknown_key(key: str, value: Any) -> None:
+    # Review ci F3: these loaded, the key dropped unread (and a record's `messages` replaced `msgs`).
+    record = {**_branch().to_dict(), key: value}
+    assert_record_refused(Branch.from_dict, record, "Extra inputs are not permitted", (key,))

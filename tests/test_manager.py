@@ -24,6 +24,7 @@ from lionmsg import (
     AddMessageArguments,
     AssistantResponse,
     Branch,
+    Element,
     Instruction,
     Message,
     MessageManager,
@@ -1384,6 +1385,28 @@ def test_the_repr_says_what_the_history_holds() -> None:
     system = manager.add_message(system="S")
     manager.add_message(instruction="hi")
     assert repr(manager) == f"<MessageManager: 2 messages, system {system.id}, 1 observers, 0 history listeners>"
+
+
+def test_the_repr_of_a_history_out_of_step_says_so_instead_of_raising() -> None:
+    # Review ci F5: the repr read `system`, which raises the out-of-step error (a debugger asks exactly then).
+    manager = MessageManager()
+    manager.add_message(instruction="hi")
+    manager.progression.insert(0, uuid4())  # behind the pile's back: an id it does not hold
+    assert repr(manager) == (
+        "<MessageManager: 1 messages, system unknown (the pile is out of step with its progression), "
+        "0 observers, 0 history listeners>"
+    )
+
+
+def test_a_pile_record_holding_an_item_that_is_no_message_is_refused_naming_it() -> None:
+    # Review ci F4: the item was dropped as a list's is, and its order then named it: "the progression
+    # does not list exactly the pile's items", which the record does.
+    stranger = Element()
+    record = Pile([Instruction(content={"instruction": "a"}), stranger]).to_dict()
+    message = f"a history's pile record holds messages only: item {stranger.id} is a Element"
+    for load in (lambda: MessageManager(messages=record), lambda: MessageManager.from_dict({"messages": record})):
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            load()
 
 
 def test_a_falsy_kind_argument_is_not_given_and_update_clears_a_field() -> None:

@@ -1046,3 +1046,51 @@ def test_a_progression_given_where_ids_are_expected_stands_for_its_own_id_as_in_
     assert_matches(p, [uid(1), other.id])
     p.extend(Progression(ids(5)))  # extend alone takes another progression's ids (LionAGI's extend)
     assert_matches(p, [uid(1), other.id, uid(5)])
+
+
+def test_model_copy_with_an_order_gives_the_copy_that_order_in_storage_of_its_own() -> None:
+    # Review ci F2: pydantic wrote `order` where nothing reads it, and the copy kept the original's ids
+    # (LionAGI's copy takes the order).
+    a, b, c = uuid4(), uuid4(), uuid4()
+    original = Progression(order=[a, b, c], name="n")
+    copied = original.model_copy(update={"order": [c, a], "name": "m"})
+    assert (list(copied), copied.name, list(original), original.name) == ([c, a], "m", [a, b, c], "n")
+    copied.append(b)
+    assert list(original) == [a, b, c]  # its own storage
+    assert Progression.from_dict(copied.to_dict()) == copied
+    for order, error, message in (([a, a], ValueError, "each id once"), ([5], TypeError, "int")):
+        with pytest.raises(error, match=message):
+            original.model_copy(update={"order": order})
+    assert list(original) == [a, b, c]
+
+
+@pytest.mark.parametrize(
+    ("make", "update"),
+    [
+        (lambda: Pile([Instruction(content={"instruction": "a"})]), {"collections": {}}),
+        (lambda: Instruction(content={"instruction": "a"}), {"role": "system"}),
+        (lambda: Progression(order=[uuid4()]), {"order": [], "ids": []}),
+        (lambda: Element(), {"bogus": 1}),
+    ],
+)
+def test_model_copy_refuses_an_update_that_names_no_field(make: Callable[[], Any], update: dict[str, Any]) -> None:
+    original = make()
+    before = original.to_dict()
+    unknown = ", ".join(repr(key) for key in update if key not in type(original).model_fields and key != "order")
+    with pytest.raises(TypeError, match=f"^{type(original).__name__}.model_copy.update=.... sets its fields .*; "):
+        original.model_copy(update=update)
+    with pytest.raises(TypeError, match=f"not a field: {re.escape(unknown)}$"):
+        original.model_copy(update=update, deep=True)
+    assert original.to_dict() == before
+
+
+@pytest.mark.parametrize("cls", [Pile, Progression, Branch, Exchange])
+def test_model_construct_of_a_container_builds_a_working_one(cls: type[Any]) -> None:
+    # Review ci F6: pydantic's construction left the storage the constructor builds unmade: the object
+    # failed at first use with an AttributeError.
+    built = cls.model_construct(_fields_set={"metadata"}, metadata={"k": 1})
+    assert (built.metadata, built.model_fields_set) == ({"k": 1}, {"metadata"})
+    assert len(built.messages if cls is Branch else built) == 0
+    assert type(built).from_dict(built.to_dict()).to_dict() == built.to_dict()
+    ident = uuid4()
+    assert list(Progression.model_construct(order=[ident])) == [ident]

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from pydantic import SerializerFunctionWrapHandler, field_serializer, field_validator, model_serializer
+from pydantic import SerializerFunctionWrapHandler, ValidationError, field_serializer, field_validator, model_serializer
+from pydantic_core import InitErrorDetails
 
 from lionmsg.generated.messages import Message, System
 from lionmsg.generated.roles import MessageRole
@@ -51,6 +52,8 @@ class Branch(Element):
     `user` (who the branch speaks for: a role, a UUID or a name, normalised as a sender is) and `name`
     are LionAGI's labels, kept in the branch's record; `user` is the sender of a system prompt given as
     text unless `system_sender` names another."""
+
+    _built_by_its_constructor = True
 
     user: SenderRecipient | None = None
     name: str | None = None
@@ -121,14 +124,17 @@ class Branch(Element):
         # and set_system / clear_messages never leave it naming messages the history no longer holds.
         # First, and sync: an observer before it that fails does not stop it, but a cancellation while one
         # awaits stops every later one, and the committed message must still join the view.
+        # What can raise comes before the hooks go on: a refused Branch leaves a manager it was given as it
+        # was. (Its system is read only for a manager built here, in step: a caller's manager whose order
+        # names an id its pile does not hold is wrapped as it is, and says so when used.)
+        kept = manager.system if offered else None
         refuse_unhookable(manager)
         manager.on_message_added.insert(0, LockedCall(manager, self._track_in_view))
         manager.on_history_changed.append(LockedCall(manager, self._keep_view_in_step))
         left_out = [ident for ident in offered if ident not in manager.messages]
         if left_out:
             self._drop_from_view(left_out)
-        kept = manager.system
-        if offered and kept is not None:
+        if kept is not None:
             self._put_first_in_view(kept.id)  # the manager put it at index 0 (a view naming it follows)
 
     def _put_first_in_view(self, system_id: UUID) -> None:
@@ -324,6 +330,15 @@ class Branch(Element):
 
     @classmethod
     def _prepare_record(cls, record: dict[str, Any]) -> None:
+        # The constructor's own arguments are no record keys: refused as any other unknown key is, not
+        # dropped unread (review ci F3).
+        errors: list[InitErrorDetails] = [
+            {"type": "extra_forbidden", "loc": (key,), "input": record[key]}
+            for key in _CONSTRUCTOR_ONLY
+            if key in record
+        ]
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
         _check_recorded_view(cls, record.get("metadata"))
         user = record.get("user")
         if type(user) is str:  # as a message record's sender: a name stays a name, even bare hex
@@ -335,6 +350,10 @@ class Branch(Element):
             record["msgs"] = part_of_record(cls, (), functools.partial(MessageManager.from_dict, manager_record))
         elif system_id is not None:
             raise record_error(cls, ("system",), "the record names a system message but holds no messages", system_id)
+
+
+# Branch(...) takes these; its records never hold them.
+_CONSTRUCTOR_ONLY = ("msgs", "progression", "on_message_added", "system_datetime", "system_sender")
 
 
 def _check_recorded_view(cls: type[Branch], metadata: Any) -> None:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from contextvars import ContextVar
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, NoReturn, TypeVar, cast, overload
 from uuid import UUID
 
 from pydantic import (
@@ -256,6 +256,38 @@ class Element(BaseModel):
 
     def __hash__(self) -> int:
         return hash(self.id)
+
+    # True for a class whose constructor builds state besides the fields (a pile's items, a progression's
+    # ids, a branch's manager, a mailbox's mail): model_construct goes through that constructor.
+    _built_by_its_constructor: ClassVar[bool] = False
+
+    # The pydantic mypy plugin declares model_construct itself, with the fields as parameters.
+    @classmethod  # type: ignore[no-redef]
+    def model_construct(cls, _fields_set: set[str] | None = None, **values: Any) -> Self:  # type: ignore[override]
+        """pydantic's construction without validation; for a class whose state is more than its fields,
+        its constructor with its checks (pydantic's own would leave that state unmade, and the object
+        failed at first use with an AttributeError)."""
+        if not cls._built_by_its_constructor:
+            return super().model_construct(_fields_set, **values)
+        built = cls(**values)
+        if _fields_set is not None:
+            object.__setattr__(built, "__pydantic_fields_set__", set(_fields_set))
+        return built
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """pydantic's copy, except that every key of `update` must be a field of the model. pydantic
+        writes any other (a computed `role`, a LionAGI-only name such as a pile's `collections`) into the
+        copy's `__dict__`, where nothing reads it: the copy kept what it was asked to change, silently.
+        A TypeError instead, before anything is copied (a Progression takes `order`)."""
+        if update:
+            fields = type(self).model_fields
+            unknown = [key for key in update if key not in fields]
+            if unknown:
+                raise TypeError(
+                    f"{type(self).__name__}.model_copy(update=...) sets its fields ({', '.join(fields)}); "
+                    f"not a field: {', '.join(map(repr, unknown))}"
+                )
+        return super().model_copy(update=update, deep=deep)
 
     @classmethod
     def class_name(cls, full: bool = False) -> str:

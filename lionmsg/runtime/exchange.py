@@ -116,6 +116,8 @@ def _text(value: Any) -> str | None:
 class Exchange(CopiedUnderLock, Element):
     """Mailboxes by owner id (see the module docstring for the routing rules)."""
 
+    _built_by_its_constructor = True
+
     # Frozen: the drop record's deque was sized by it.
     drop_limit: int = Field(default=10_000, ge=0, frozen=True)
 

@@ -284,6 +284,8 @@ class Flow(CopiedUnderLock, Element):
     Exchange share the Exchange's lock (see `share_lock`), which its sends and collects hold throughout.
     """
 
+    _built_by_its_constructor = True
+
     name: str | None = None
 
     if TYPE_CHECKING:

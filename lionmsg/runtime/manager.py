@@ -108,6 +108,12 @@ class MessageManager:
         if isinstance(messages, Mapping):
             # A serialized pile is this history's own record: keep its identity and its order's.
             messages = Pile.from_dict(messages)
+            # Its order lists every item: one that is no message cannot be left out as a list's is.
+            stranger = next((item for item in messages if not isinstance(item, Message)), None)
+            if stranger is not None:
+                raise ValueError(
+                    f"a history's pile record holds messages only: item {stranger.id} is a {type(stranger).__name__}"
+                )
             identity = {"id": messages.id, "created_at": messages.created_at, "metadata": dict(messages.metadata)}
             if progression is None:
                 progression = messages.progression
@@ -475,7 +481,12 @@ class MessageManager:
         return len(self.messages)
 
     def __repr__(self) -> str:
-        system = "none" if self.system is None else str(self.system.id)
+        try:
+            current = self.system
+        except ValueError:  # out of step: said, not raised (a debugger or a log line asks exactly then)
+            system = "unknown (the pile is out of step with its progression)"
+        else:
+            system = "none" if current is None else str(current.id)
         return (
             f"<MessageManager: {len(self.messages)} messages, system {system}, "
             f"{len(self.on_message_added)} observers, {len(self.on_history_changed)} history listeners>"

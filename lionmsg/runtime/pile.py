@@ -51,6 +51,8 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
     pile's asyncio lock for the running loop (`lock`), which excludes that loop's tasks only.
     """
 
+    _built_by_its_constructor = True
+
     # Frozen, as in LionAGI: the admitted-class cache and the items already held follow it.
     strict_type: bool = Field(default=False, frozen=True)
 

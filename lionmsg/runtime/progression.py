@@ -13,7 +13,7 @@ import bisect
 import contextlib
 import operator
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, overload
 from uuid import UUID
 
@@ -393,6 +393,8 @@ class Progression(CopiedUnderLock, Element):
     leave it half changed; a membership test or `len()` is one dict operation and needs none.
     """
 
+    _built_by_its_constructor = True
+
     name: str | None = None
 
     def __init__(self, order: Any = None, **data: Any) -> None:
@@ -437,6 +439,18 @@ class Progression(CopiedUnderLock, Element):
         object.__setattr__(progression, "_ids", ids)
         object.__setattr__(progression, "_lock", ThreadLock() if lock is None else lock)
         return progression
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """pydantic's copy; an `order` in `update` gives the copy that order, in storage of its own (as
+        LionAGI's copy takes it), checked as the constructor checks it before anything is copied."""
+        if not update or "order" not in update:
+            return super().model_copy(update=update, deep=deep)
+        ids = OrderedIds(_refs(update["order"]))
+        rest = {key: value for key, value in update.items() if key != "order"}
+        copied = super().model_copy(update=rest, deep=deep)
+        object.__setattr__(copied, "_ids", ids)
+        object.__setattr__(copied, "_lock", ThreadLock())
+        return copied
 
     @computed_field  # type: ignore[prop-decorator]
     @property
