@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
@@ -104,3 +105,17 @@ def test_a_same_named_class_defined_later_does_not_shadow_the_first() -> None:
     for receiver in (Element, Node, Message):
         assert type(receiver.from_dict(record)) is Instruction
     assert type(look_alike.from_dict(look_alike().to_dict())) is look_alike  # it still loads its own records
+
+
+@pytest.mark.parametrize(
+    ("load", "message"),
+    [
+        (lambda: Instruction.from_dict([]), "an Instruction record must be a mapping, got list"),  # type: ignore[arg-type]
+        (lambda: Instruction.from_json("null"), "an Instruction record must be a mapping, got NoneType"),
+        (lambda: Element.from_dict("x"), "an Element record must be a mapping, got str"),  # type: ignore[arg-type]
+        (lambda: Node.from_dict(5), "a Node record must be a mapping, got int"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_record_that_is_no_mapping_is_a_type_error_naming_the_class(load: Any, message: str) -> None:
+    with pytest.raises(TypeError, match=f"^{message}$"):
+        load()

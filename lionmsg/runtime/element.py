@@ -133,6 +133,11 @@ def _canonical_uuid(value: Any) -> Any:
     return value
 
 
+def with_article(name: str) -> str:
+    """A class name with its article, for messages: "an Instruction", "a Branch"."""
+    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name}"
+
+
 def record_error(model: type[Any], loc: tuple[str | int, ...], message: str, value: Any) -> ValidationError:
     """A pydantic ValidationError for one field of a record, raised where pydantic itself cannot see it."""
     detail: InitErrorDetails = {
@@ -456,7 +461,7 @@ class Element(BaseModel):
         """Load a record: the class named by `metadata.lion_class` (this class when absent), which must
         be this class or a subclass of it. Records must carry `id` and `created_at`."""
         if type(data) is not dict and not isinstance(data, Mapping):
-            raise TypeError(f"a {cls.__name__} record must be a mapping, got {type(data).__name__}")
+            raise TypeError(f"{with_article(cls.__name__)} record must be a mapping, got {type(data).__name__}")
         target = cls._record_class(data)
         if target is not cls:
             # The named class's loader as the library defines it (a message keeps its own copies of the

@@ -26,7 +26,7 @@ from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
 from lionmsg.runtime.concepts import Sendable
 from lionmsg.runtime.content.base import MessageContent, copy_value, owned_copy, refuse_iterators
-from lionmsg.runtime.element import Node, check_embedding, chosen_data, element_class, record_error
+from lionmsg.runtime.element import Node, check_embedding, chosen_data, element_class, record_error, with_article
 from lionmsg.runtime.fastpath import (
     ENVELOPE_CLASSES,
     ENVELOPE_FIELDS,
@@ -574,8 +574,9 @@ class MessageBehaviour(Node, Sendable):
             return
         value = record["content"]
         if not isinstance(value, dict):
-            article = "an" if cls.__name__[0] in "AEIOU" else "a"
-            raise TypeError(f"content of {article} {cls.__name__} record must be an object, got {type(value).__name__}")
+            raise TypeError(
+                f"content of {with_article(cls.__name__)} record must be an object, got {type(value).__name__}"
+            )
         try:
             record["content"] = content_type.from_record(value)
         except RecordFieldError as exc:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from lionmsg.runtime.branch import Branch
+from lionmsg.runtime.element import with_article
 from lionmsg.runtime.exchange import Exchange
 from lionmsg.runtime.manager import MessageManager
 from lionmsg.runtime.wire import loads_json, write_json
@@ -100,7 +101,7 @@ def snapshot_from_bytes(name: str, raw: bytes, kind: type[Any] | None = None) ->
         raise SnapshotError(name, f"not JSON ({exc})") from exc
     stored = _check_header(name, document)
     if kind is not None and stored is not kind:
-        raise SnapshotError(name, f"holds {_a(stored.__name__)}, not {_a(kind.__name__)}")
+        raise SnapshotError(name, f"holds {with_article(stored.__name__)}, not {with_article(kind.__name__)}")
     data = document["data"]
     if not isinstance(data, Mapping):
         raise SnapshotError(name, f"invalid {stored.__name__} data: a {type(data).__name__}, not an object")
@@ -145,11 +146,6 @@ def _replace_atomically(path: Path, payload: bytes) -> None:
         # A new error: its text is made when it is (filename2 set to None afterwards would print "-> None").
         renamed = type(exc)(exc.errno, exc.strerror, os.fspath(path))
         raise renamed.with_traceback(exc.__traceback__) from None
-
-
-def _a(name: str) -> str:
-    """A class name with its article: "an Exchange", "a Branch"."""
-    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name}"
 
 
 def _cut(name: str, size: int) -> str:
