@@ -1474,7 +1474,8 @@ def test_a_drop_entry_at_no_finite_time_is_refused_on_the_way_in(at: Any) -> Non
 def test_a_drop_entry_at_the_largest_whole_double_loads() -> None:
     at = int(sys.float_info.max)
     entry = {"message_id": str(uuid4()), "sender": None, "recipient": "nobody", "reason": DROP_NOT_AN_OWNER, "at": at}
-    assert Exchange.from_dict({**Exchange().to_dict(), "dropped": [entry]}).dropped[0].at == at
+    record = {**Exchange().to_dict(), "dropped": [entry], "drop_counts": {DROP_NOT_AN_OWNER: 1}}
+    assert Exchange.from_dict(record).dropped[0].at == at
 
 
 @pytest.mark.parametrize(
@@ -1489,6 +1490,14 @@ def test_a_drop_entry_at_the_largest_whole_double_loads() -> None:
         ("drop_counts", {DROP_NOT_AN_OWNER: True}, "non-negative integers"),
         ("drop_counts", [DROP_NOT_AN_OWNER], "non-negative integers"),
         ("drop_counts", {DROP_NOT_AN_OWNER: 1.0}, "non-negative integers"),
+        # Review cj F3: totals count evicted entries too, so never fewer than those kept; an entry's
+        # message_id is a message's id.
+        ("drop_counts", {}, f"drop_counts counts 0 drops for '{DROP_NOT_AN_OWNER}', fewer than the 1 kept"),
+        ("dropped", [{"message_id": "not an id", "sender": None, "recipient": None, "reason": "r"}], "drop records"),
+        # Review cj F4: a limit is an integer, as every other count in a record.
+        ("drop_limit", True, "Input should be a valid integer"),
+        ("drop_limit", "5", "Input should be a valid integer"),
+        ("drop_limit", 2.0, "Input should be a valid integer"),
     ],
 )
 def test_a_malformed_exchange_record_names_the_field_and_leaves_the_record_alone(
@@ -1526,6 +1535,64 @@ def test_drop_limit_is_fixed_at_construction_and_never_negative() -> None:
     assert exchange.drop_limit == 2
     with pytest.raises(ValidationError, match="greater than or equal to 0"):
         Exchange(drop_limit=-1)
+
+
+def test_a_copy_cannot_change_the_drop_limit_nor_undercount_the_drops_given() -> None:
+    # Review cj F2: model_copy took any drop_limit unchecked, beside a drop record sized by the old one,
+    # and a negative one wrote a record its own from_json refused.
+    exchange = Exchange(drop_limit=5)
+    a, _ = owners(exchange, 2)
+    for _ in range(3):
+        exchange.send(a, "nobody", "x")
+    run(exchange.collect_all())
+    before = exchange.to_dict()
+    for update in ({"drop_limit": 1}, {"drop_limit": -3}):
+        for deep in (False, True):
+            with pytest.raises(TypeError, match=r"^an Exchange's drop_limit is fixed at construction"):
+                exchange.model_copy(update=update, deep=deep)
+    assert exchange.to_dict() == before
+    entry = DroppedMail(str(uuid4()), None, "nobody", DROP_NOT_AN_OWNER)
+    with pytest.raises(ValueError, match=r"^drop_counts counts 1 drops for .*, fewer than the 2 kept$"):
+        Exchange(dropped=[entry, entry], drop_counts={DROP_NOT_AN_OWNER: 1})
+    assert Exchange(dropped=[entry, entry], drop_counts={DROP_NOT_AN_OWNER: 7}).drop_counts == {DROP_NOT_AN_OWNER: 7}
+
+
+@pytest.mark.parametrize("spelling", ["hex", "braces", "urn", "upper"])
+def test_an_inbox_named_by_any_spelling_of_its_sender_is_that_senders_one_inbox(spelling: str) -> None:
+    # Review cj F1: only upper case was respelled; a bare-hex, braced or urn inbox loaded under its
+    # own name, which no reader looks up: its mail could be popped by no spelling of the sender, and
+    # the sender's next delivery opened a second inbox.
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    exchange.send(a, b, "old")
+    run(exchange.collect_all())
+    record = exchange.to_dict()
+    spelled = {"hex": a.hex, "braces": f"{{{a}}}", "urn": a.urn, "upper": str(a).upper()}[spelling]
+    for flow in record["flows"]:
+        for progression in flow["progressions"]:
+            if progression["name"] == inbox_name(a):
+                progression["name"] = f"inbox_{spelled}"
+    loaded = Exchange.from_dict(record)
+    loaded.send(a, b, "new")
+    run(loaded.collect_all())
+    assert [name for name in loaded.get(b).progressions if name != "outbox"] == [inbox_name(a)]
+    assert [loaded.pop_message(b, spelled).content for _ in range(2)] == ["old", "new"]
+
+
+def test_a_flow_holds_an_outbox_and_inboxes_only() -> None:
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    exchange.send(a, b, "x")
+    run(exchange.collect_all())
+    record = exchange.to_dict()
+    index = next(i for i, flow in enumerate(record["flows"]) if flow["name"] == str(b))
+    progressions = record["flows"][index]["progressions"]
+    position = next(i for i, p in enumerate(progressions) if p["name"] == inbox_name(a))
+    progressions[position]["name"] = "foo"  # its mail would be reachable by no sender, never popped
+    message = "a flow's progressions are 'outbox' and 'inbox_<sender>', not 'foo'"
+    assert_record_refused(Exchange.from_dict, record, message, ("flows", index, "progressions", position, "name"))
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        Flow(name=str(b), progressions=[Progression(order=[], name="foo")])
 
 
 def test_a_drop_limit_beyond_what_a_deque_can_hold_keeps_every_drop_and_its_record() -> None:

@@ -47,6 +47,9 @@ from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock, acquire_without_blocking_the_loop, take
 from lionmsg.runtime.wire import CANONICAL_UUID
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 __all__ = [
     "DROP_DELIVERY_ERROR",
     "DROP_NOT_AN_OWNER",
@@ -118,8 +121,9 @@ class Exchange(CopiedUnderLock, Element):
 
     _built_by_its_constructor = True
 
-    # Frozen: the drop record's deque was sized by it.
-    drop_limit: int = Field(default=10_000, ge=0, frozen=True)
+    # Frozen: the drop record's deque was sized by it (model_copy cannot change it either). Strict, as a
+    # record's other counts: `true` or "5" is no limit.
+    drop_limit: int = Field(default=10_000, ge=0, frozen=True, strict=True)
 
     if TYPE_CHECKING:
         # By the owner id's 128-bit integer (native hashing: UUID.__hash__ is a Python call, made
@@ -165,6 +169,8 @@ class Exchange(CopiedUnderLock, Element):
         totals = Counter(item.reason for item in records) if drop_counts is None else Counter(drop_counts)
         if any(type(reason) is not str or type(count) is not int or count < 0 for reason, count in totals.items()):
             raise ValueError("drop_counts must map reasons to non-negative integers")  # a bool is no count
+        if drop_counts is not None and (undercounted := _undercounted(totals, records)) is not None:
+            raise ValueError(undercounted)
         object.__setattr__(self, "_drop_counts", totals)
         lock = ThreadLock()
         for flow in index.values():
@@ -516,6 +522,24 @@ class Exchange(CopiedUnderLock, Element):
             and all(isinstance(k, str) and type(v) is int and v >= 0 for k, v in counts.items())
         ):
             raise record_error(cls, ("drop_counts",), "drop_counts must map reasons to non-negative integers", counts)
+        if counts is not None and (undercounted := _undercounted(counts, record["dropped"])) is not None:
+            raise record_error(cls, ("drop_counts",), undercounted, counts)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """pydantic's copy; `drop_limit` in `update` is a TypeError (nothing copied): the drop record was
+        sized by it, and a copy shares its original's (a deep one copies it at its size)."""
+        if update and "drop_limit" in update:
+            raise TypeError("an Exchange's drop_limit is fixed at construction: Exchange(drop_limit=...) makes one")
+        return super().model_copy(update=update, deep=deep)
+
+
+def _undercounted(totals: Mapping[str, int], kept: Iterable[DroppedMail]) -> str | None:
+    """What is wrong with totals lower than the entries kept for a reason (totals count evicted entries
+    too, so never fewer), or None."""
+    for reason, count in Counter(item.reason for item in kept).items():
+        if totals.get(reason, 0) < count:
+            return f"drop_counts counts {totals.get(reason, 0)} drops for {reason!r}, fewer than the {count} kept"
+    return None
 
 
 # Recipients `normalize_address` takes without fail, so `send` may skip pydantic for them.
@@ -531,6 +555,7 @@ def _is_drop_record(item: Any) -> bool:
         return False
     return (
         isinstance(item["message_id"], str)
+        and CANONICAL_UUID.fullmatch(item["message_id"]) is not None  # a message's id, as written
         and all(item[key] is None or isinstance(item[key], str) for key in ("sender", "recipient"))
         and isinstance(item["reason"], str)
         and isinstance(item.get("detail", ""), str)

@@ -323,6 +323,8 @@ class Flow(CopiedUnderLock, Element):
             if progression.name is None:
                 raise ValueError("every progression of a flow needs a name")
             name = _canonical_inbox_name(progression.name)
+            if _misnamed(name):
+                raise ValueError(f"a flow's progressions are {OUTBOX!r} and 'inbox_<sender>', not {name!r}")
             if name in given_names:
                 raise ValueError(f"two progressions of the flow are named {name!r}")
             given_names.add(name)
@@ -564,6 +566,13 @@ class Flow(CopiedUnderLock, Element):
                 raise record_error(cls, ("progressions", index, "name"), "a progression's name is a string", name)
             given = _canonical_inbox(given)
             name = given["name"]  # a str still (only an inbox's id is respelled)
+            if _misnamed(name):
+                raise record_error(
+                    cls,
+                    ("progressions", index, "name"),
+                    f"a flow's progressions are {OUTBOX!r} and 'inbox_<sender>', not {name!r}",
+                    name,
+                )
             if name in names:
                 raise record_error(cls, ("progressions", index, "name"), f"two progressions are named {name!r}", name)
             names.add(name)
@@ -585,7 +594,15 @@ def _canonical_inbox(record: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _canonical_inbox_name(name: str) -> str:
-    """`inbox_<UUID>` with the UUID in lower case, as `inbox_name` spells it; any other name as it is."""
-    if name.startswith("inbox_") and not name.islower() and CANONICAL_UUID.fullmatch(name, len("inbox_")):
-        return name.lower()
-    return name
+    """An inbox's name as `inbox_name` spells its sender (a UUID in any spelling `UUID()` reads, braces,
+    `urn:uuid:` or bare hex, in its canonical lower-case text: every reader finds it by any spelling);
+    any other name as it is."""
+    if not name.startswith("inbox_") or (name.islower() and CANONICAL_UUID.fullmatch(name, len("inbox_"))):
+        return name  # not an inbox, or one named as inbox_name names it (the usual case: no parse)
+    return inbox_name(name[len("inbox_") :])
+
+
+def _misnamed(name: str) -> bool:
+    """Whether a flow cannot hold a progression of this name: its mail would be reachable by no sender
+    (`receive(owner, sender)`, `pop_message`) and never collected."""
+    return name != OUTBOX and not name.startswith("inbox_")
