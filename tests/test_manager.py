@@ -484,12 +484,102 @@ def _revise_system(manager: MessageManager) -> dict[str, Any]:
     }
 
 
+def _listener_put_on_while_waiting(manager: MessageManager, listener: Any, change: Callable[[], Any]) -> None:
+    """`change()` started while another thread holds the history's lock; that thread puts `listener` on
+    `on_history_changed` and only then lets the call go on."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with manager.messages.thread_lock:
+            holding.set()
+            release.wait(10)
+            manager.on_history_changed.append(listener)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait(10)
+    threading.Timer(0.05, release.set).start()  # after the call below began to wait
+    try:
+        change()
+    finally:
+        holder.join()
+
+
+@pytest.mark.parametrize(
+    ("change", "method"),
+    [
+        (lambda manager: manager.clear_messages(), "clear_messages"),
+        (lambda manager: asyncio.run(manager.aclear_messages()), "aclear_messages"),
+        (lambda manager: manager.set_system(System(content={"system_message": "new"})), "set_system"),
+    ],
+)
+@pytest.mark.parametrize("listener", [_async_listener, 1], ids=["async", "not-callable"])
+def test_a_listener_put_on_while_a_change_waits_for_the_lock_is_checked_before_it(
+    change: Callable[[MessageManager], Any], method: str, listener: Any
+) -> None:
+    # Review cm F1: the listeners were checked only before the wait: the history was cleared (or its
+    # system replaced), then the refusal came ('returned an awaitable', or "'int' object is not callable").
+    manager = MessageManager(system=System(content={"system_message": "old"}))
+    manager.add_message(instruction="kept")
+    before = snapshot(manager)
+    expected = (
+        rf"^on_history_changed callback .* is async, but history listeners run synchronously \(here from {method}\)"
+        if listener is _async_listener
+        else r"^on_history_changed callback 1 is not callable$"
+    )
+    with pytest.raises(TypeError, match=expected):
+        _listener_put_on_while_waiting(manager, listener, lambda: change(manager))
+    assert snapshot(manager) == before
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda manager: manager.clear_messages(),
+        lambda manager: asyncio.run(manager.aclear_messages()),
+        lambda manager: manager.set_system(System(content={"system_message": "new"})),
+        lambda manager: manager.add_message(system="new"),
+        lambda manager: asyncio.run(manager.a_add_message(system="new")),
+    ],
+)
+@pytest.mark.parametrize("listeners", [lambda heard: iter([heard.append]), lambda heard: {}, lambda heard: 0])
+def test_history_listeners_that_are_no_list_are_refused_before_the_change(
+    change: Callable[[MessageManager], Any], listeners: Callable[[list[Any]], Any]
+) -> None:
+    # Review cm F2: an iterator was used up by the check (its listener never heard the change); {} and 0
+    # were read as none. As on_message_added refuses them.
+    manager = MessageManager(system=System(content={"system_message": "old"}))
+    manager.add_message(instruction="kept")
+    heard: list[Any] = []
+    value = listeners(heard)
+    manager.on_history_changed = value
+    before = snapshot(manager)
+    with pytest.raises(
+        TypeError, match=f"^on_history_changed must be a list of callables, got {type(value).__name__}$"
+    ):
+        change(manager)
+    assert (snapshot(manager), heard) == (before, [])
+
+
+def test_a_listener_that_returns_an_awaitable_is_named_with_the_call_that_ran_it() -> None:
+    # Review cm F3: 'on the sync set_system path' for add_message(system=...) and a_add_message(system=...).
+    for change, path in (
+        (lambda manager: manager.add_message(system="new"), "add_message(system=...)"),
+        (lambda manager: asyncio.run(manager.a_add_message(system="new")), "a_add_message(system=...)"),
+        (lambda manager: asyncio.run(manager.aclear_messages()), "aclear_messages"),
+    ):
+        manager = MessageManager()
+        manager.on_history_changed.append(lambda event: asyncio.sleep(0))
+        with pytest.raises(TypeError, match=rf"returned an awaitable on the sync {re.escape(path)} path"):
+            change(manager)
+
+
 @pytest.mark.parametrize("listener", [_async_listener, _AsyncCallable()])
 @pytest.mark.parametrize(
     ("change", "method"),
     [
         (lambda manager: manager.clear_messages(), "clear_messages"),
-        (lambda manager: asyncio.run(manager.aclear_messages()), "clear_messages"),
+        (lambda manager: asyncio.run(manager.aclear_messages()), "aclear_messages"),  # its own name (review cm F3)
         (lambda manager: manager.set_system(System(content={"system_message": "new"})), "set_system"),
         (lambda manager: manager.add_message(system="new"), "add_message(system=...)"),
         (lambda manager: asyncio.run(manager.a_add_message(system="new")), "a_add_message(system=...)"),

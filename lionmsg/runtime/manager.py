@@ -180,13 +180,14 @@ class MessageManager:
         the history again holds one system message and its records can be written."""
         if not isinstance(system, System):
             raise ValueError("System message must be a System instance.")
-        self._refuse_async_listeners("system")
+        self._checked_listeners("system")  # refused at once, not after waiting for the lock
         with self.messages.thread_lock:
+            listeners = self._checked_listeners("system")  # again: one put on while this call waited
             if self._latest_change_began is not None:
                 self._latest_change_began = changes_made(self.messages)
             self._install_system(system)
             self._note_change_ended()
-        self._history_changed("system")
+        self._history_changed("system", listeners)
 
     def _install_system(self, system: System) -> None:
         self.messages._refuse_ordered_strangers([system])  # the out-of-step error, not the order's own
@@ -209,10 +210,11 @@ class MessageManager:
 
     def clear_messages(self) -> None:
         """Empty the history, keeping only the system message (at index 0)."""
-        self._refuse_async_listeners("clear")
+        self._checked_listeners("clear")
         with self.messages.thread_lock:
+            listeners = self._checked_listeners("clear")
             self._clear_holding_lock()
-        self._history_changed("clear")
+        self._history_changed("clear", listeners)
 
     def _clear_holding_lock(self) -> None:
         if self._latest_change_began is not None:
@@ -223,33 +225,46 @@ class MessageManager:
             self.messages.include(system)
         self._note_change_ended()
 
-    def _refuse_async_listeners(self, event: HistoryEvent, path: str | None = None) -> None:
-        if self.on_history_changed:
-            history_preflight(self.on_history_changed, path or _EVENT_METHODS[event])
+    def _checked_listeners(self, event: HistoryEvent, path: str | None = None) -> tuple[HistoryListener, ...]:
+        """The history listeners to tell of a change, as a snapshot (as for observers: one added meanwhile
+        hears the next change), checked before the change is made: a list, a tuple or None (an iterator
+        would be used up by the check, and its listeners silently skipped), each a plain callable. Taken
+        under the lock that guards the change, so exactly the checked ones run (`path` names the call)."""
+        listeners = self.on_history_changed
+        if listeners is None:
+            return ()
+        if not isinstance(listeners, (list, tuple)):
+            raise TypeError(f"on_history_changed must be a list of callables, got {type(listeners).__name__}")
+        snapshot = tuple(listeners)
+        history_preflight(snapshot, path or _EVENT_METHODS[event])
+        return snapshot
 
-    def _history_changed(self, event: HistoryEvent) -> None:
-        if self.on_history_changed:
-            # A snapshot, as for observers: a listener added meanwhile hears the next change.
-            run_sync_callbacks(tuple(self.on_history_changed), event, "on_history_changed", _EVENT_METHODS[event])
+    def _history_changed(
+        self, event: HistoryEvent, listeners: Sequence[HistoryListener], path: str | None = None
+    ) -> None:
+        if listeners:
+            run_sync_callbacks(listeners, event, "on_history_changed", path or _EVENT_METHODS[event])
 
-    async def _history_changed_on_loop(self, event: HistoryEvent) -> tuple[BaseException | None, BaseException | None]:
+    async def _history_changed_on_loop(
+        self, event: HistoryEvent, listeners: Sequence[HistoryListener], path: str
+    ) -> tuple[BaseException | None, BaseException | None]:
         """`_history_changed` from an async path: the listeners' failure and a stop (see
         `run_listeners_on_loop`), returned."""
-        if not self.on_history_changed:
+        if not listeners:
             return None, None
-        return await run_listeners_on_loop(tuple(self.on_history_changed), event, _EVENT_METHODS[event])
+        return await run_listeners_on_loop(listeners, event, path)
 
-    def _system_listeners_failed(self) -> BaseException | None:
+    def _system_listeners_failed(self, listeners: Sequence[HistoryListener]) -> BaseException | None:
         """The history listeners told of `add_message(system=...)`: their failure is returned, to be
         raised after the message-added observers ran (the system message is committed either way)."""
         try:
-            self._history_changed("system")
+            self._history_changed("system", listeners, "add_message(system=...)")
         except BaseException as failure:
             return failure
         return None
 
     async def aclear_messages(self) -> None:
-        self._refuse_async_listeners("clear")
+        self._checked_listeners("clear", "aclear_messages")
         async with self.messages:
             # The thread lock as a_add_message takes it: a blocking wait for another thread would stop the
             # loop's other tasks.
@@ -258,13 +273,14 @@ class MessageManager:
             try:
                 if not take(thread_lock, taken):
                     await acquire_without_blocking_the_loop(thread_lock, taken)
+                listeners = self._checked_listeners("clear", "aclear_messages")  # one put on while it waited
                 self._clear_holding_lock()
             finally:
                 if taken[0]:
                     thread_lock.release()
         # Both locks released first, as clear_messages does: a listener that waits for another thread's
         # change (or task's) must not wait on a lock this call still holds (review bk F1).
-        raise_listeners_outcome(*await self._history_changed_on_loop("clear"))
+        raise_listeners_outcome(*await self._history_changed_on_loop("clear", listeners, "aclear_messages"))
 
     # -- adding ------------------------------------------------------------------------------------
 
@@ -289,12 +305,12 @@ class MessageManager:
                 sync_preflight(callbacks)
             elif type(observers) is not list and observers is not None:  # None is none, as at construction;
                 check_observer_list(observers)  # {} or 0 put there is no list of observers, empty or not
-            message, system = self._change(pile, arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
+            message, listeners = self._change(pile, arguments)  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
             if self._latest_change_began is not None:
                 self._note_change_ended()
         # What the history listeners raised for a system message (they run after the lock is released);
         # raised after the observers ran.
-        listeners_failed = self._system_listeners_failed() if system else None
+        listeners_failed = None if listeners is None else self._system_listeners_failed(listeners)
         if callbacks:
             try:
                 run_sync_callbacks(callbacks, message)
@@ -326,7 +342,7 @@ class MessageManager:
                 observers = self.on_message_added  # here, not before the wait: a hook put on it meanwhile counts
                 if observers or (type(observers) is not list and observers is not None):  # {} or 0 refused too
                     callable_preflight(observers)
-                message, system = self._change(pile, arguments, "a_add_message")  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
+                message, listeners = self._change(pile, arguments, "a_add_message")  # type: ignore[arg-type]  # a fresh dict per call: ours to consume
                 if self._latest_change_began is not None:
                     self._note_change_ended()
             finally:
@@ -336,8 +352,10 @@ class MessageManager:
             # applies to the next add, as on the sync path.
             callbacks = list(self.on_message_added or ())
             listeners_failed = None
-            if system:
-                listeners_failed, stop = await self._history_changed_on_loop("system")
+            if listeners is not None:
+                listeners_failed, stop = await self._history_changed_on_loop(
+                    "system", listeners, "a_add_message(system=...)"
+                )
                 if stop is not None:  # the observers do not run, as when a stop comes while one awaits
                     raise_listeners_outcome(listeners_failed, stop)
         finally:
@@ -347,8 +365,9 @@ class MessageManager:
 
     def _change(
         self, pile: Pile[Message], arguments: dict[str, Any], caller: str = "add_message"
-    ) -> tuple[Message, bool]:
-        """Build, add or replace the message; with it, whether it is the system message. The caller holds
+    ) -> tuple[Message, tuple[HistoryListener, ...] | None]:
+        """Build, add or replace the message; with it, when it is the system message, the history
+        listeners to tell (checked before the change), else None. The caller holds
         the pile's thread lock, so a message revised in place is not seen half revised by another thread;
         `caller` names its public method in errors."""
         if self._latest_change_began is not None:
@@ -362,7 +381,7 @@ class MessageManager:
                 # revises the given message in place, so `revised is given` whenever it held already).
                 if not stored or revised is not given:
                     pile._update_holding_lock(revised)
-                return revised, False
+                return revised, None
         else:
             direct = build_common(arguments)  # the usual calls: no kind to resolve (never a system message)
             if direct is not None:
@@ -371,9 +390,10 @@ class MessageManager:
                 if kept_as_given:
                     _holds_in_step(pile, direct)  # a reply or tool call given alone: kept as it is, not revised
                 pile._update_holding_lock(direct)
-                return direct, False
+                return direct, None
+        listeners = None
         if arguments.get("system"):  # before the build, which may revise the given System in place
-            self._refuse_async_listeners("system", f"{caller}(system=...)")
+            listeners = self._checked_listeners("system", f"{caller}(system=...)")
             # _install_system reads the current system after the build has revised the given one: an
             # order whose head the pile does not hold (out of step) must refuse before, here.
             _ = self.system
@@ -382,9 +402,9 @@ class MessageManager:
         message = build_message(arguments, pop("sender", None), pop("recipient", None), pop("metadata", None))
         if isinstance(message, System):
             self._install_system(message)
-            return message, True
+            return message, listeners or ()
         pile._update_holding_lock(message)  # add-or-replace: a present id keeps its index
-        return message, False
+        return message, None
 
     create_action_response = staticmethod(create_action_response)
 
