@@ -397,3 +397,81 @@ def test_the_readme_commands_work_where_it_runs_them() -> None:
         )
         assert done.returncode == 0, f"{command} (in {cwd}): {done.stderr.decode()}"
         assert done.stdout, f"{command} (in {cwd}) printed nothing"
+
+
+def _nested_record(depth: int) -> str:
+    """A valid record nested `depth` levels of arrays and objects deep (the record itself is 1), as text."""
+    return '{"id":"00000000-0000-4000-8000-000000000001","created_at":1,"metadata":{"d":' + (
+        "[" * (depth - 2) + "]" * (depth - 2) + "}}"
+    )
+
+
+def test_a_record_nested_deeper_than_python_reads_is_flagged_without_changing_the_verdict() -> None:
+    # Review cl 1: ajv validates any depth; Python's decoder stops at about 995 levels on 3.10 and 3.11,
+    # so a JavaScript writer could make a record ajv calls valid and lionmsg cannot read.
+    lines = "".join(_nested_record(depth) + "\n" for depth in (900, 901, 5000))
+    shallow, flagged, unreadable = _node("validate.mjs", "--stdin", stdin=lines)
+    assert (shallow["valid"], "nesting" in shallow) == (True, False)
+    assert (flagged["valid"], flagged["nesting"], unreadable["valid"], unreadable["nesting"]) == (True, 901, True, 5000)
+    assert _validator().is_valid(loads_json(_nested_record(901)))
+    with pytest.raises(ValueError, match="arrays and objects nested too deeply to read"):
+        loads_json(_nested_record(5000))
+
+
+def test_a_record_with_a_huge_array_gets_its_verdict() -> None:
+    # Review cl 2: the scan for inexact numbers spread a container's children into one call's arguments,
+    # which overflowed the stack from some 120,000 entries (exit 1, and no verdict for any input).
+    record = {"id": "00000000-0000-4000-8000-000000000001", "created_at": 1, "embedding": [0.5] * 200_000}
+    [verdict] = _ajv_lines([record])
+    assert (verdict["valid"], verdict["inexact"]) == (True, [])
+
+
+def _run_validate(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    node = shutil.which("node")
+    assert node is not None, SETUP
+    return subprocess.run(
+        [node, str(CLIENT / "scripts" / "validate.mjs"), *args],
+        input=stdin,
+        capture_output=True,
+        cwd=REPO,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_validate_mjs_says_what_is_bad_usage_and_help_is_no_error() -> None:
+    # Review cl 4: an unknown option or --stdin beside a path was read as a path (a stack trace, exit 1).
+    helped = _run_validate("--help")
+    assert (helped.returncode, helped.stdout, helped.stderr) == (0, b"usage: validate.mjs PATH... | --stdin\n", b"")
+    for args in (["--bogus"], ["--stdin", "tests/cases"], []):
+        refused = _run_validate(*args)
+        assert refused.returncode == 2, args
+        assert refused.stderr.startswith(b"usage: validate.mjs PATH... | --stdin"), args
+    missing = _run_validate("no-such-file.json")
+    assert missing.returncode == 1
+    assert missing.stderr.decode().splitlines() == [
+        f"validate.mjs: ENOENT: no such file or directory, stat '{REPO / 'no-such-file.json'}'"
+    ]
+
+
+def test_validate_mjs_stops_quietly_when_its_reader_leaves() -> None:
+    # Review cl 5: `validate.mjs ... | head` died with an unhandled EPIPE (exit 1, a stack trace).
+    node = shutil.which("node")
+    assert node is not None, SETUP
+    record = json.dumps({"id": "00000000-0000-4000-8000-000000000001", "created_at": 1})
+    process = subprocess.Popen(
+        [node, str(CLIENT / "scripts" / "validate.mjs"), "--stdin"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    process.stdin.write((record + "\n").encode() * 20_000)  # verdicts far beyond a pipe's buffer
+    process.stdin.close()
+    assert json.loads(process.stdout.readline())["valid"] is True
+    process.stdout.close()
+    assert process.wait(timeout=300) == 0
+    assert process.stderr.read() == b""

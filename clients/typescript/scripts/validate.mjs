@@ -6,8 +6,10 @@
 //
 // PATHs are resolved against the current directory, as any command's are. Prints one JSON line per
 // record: {"file": <path relative to the repository, or "<stdin>:N">, "valid": true|false,
-// "errors": [...], "inexact": [...]}. Exit status 0 when every input was checked (verdicts are data,
-// not failures), 2 on bad usage, 1 on a crash (schema that does not compile, unreadable input).
+// "errors": [...], "inexact": [...]}, and "nesting": N for a record nested deeper than Python reads
+// for sure (below). Each verdict is written as soon as it is made. Exit status 0 when every input was
+// checked (verdicts are data, not failures; also when the reader of the output leaves early, as
+// `| head` does), 2 on bad usage, 1 on a crash (schema that does not compile, unreadable input).
 //
 // Text is UTF-8, strictly (RFC 8259 §8.1; `lionmsg validate` refuses anything else as "not UTF-8
 // text"): bytes that are not UTF-8 (`caf\xe9`, an encoded lone surrogate `\xed\xa0\x80`) and a leading
@@ -30,6 +32,12 @@
 // `1e+16` (a float in Python too) reads the same in both languages; Node.js 20's JSON.parse does not
 // give a reviver the source text (only behind --harmony-json-parse-with-source), so the literals are
 // found by a scan of their own.
+//
+// `nesting` is the depth of arrays and objects (the record itself is 1), given when it exceeds
+// PYTHON_NESTING: Python's JSON decoder recurses once per level and refuses a document deeper than the
+// interpreter lets it go (`lionmsg validate`: "not valid JSON: arrays and objects nested too deeply to
+// read"; about 995 levels on Python 3.10 and 3.11), which ajv validates at any depth. Like `inexact` it
+// is information and leaves `valid` alone; a writer whose record gets it should flatten the record.
 //
 // The schema is `schemas/bundle.json`: every schema file embedded under `$defs` with its `$id` kept,
 // so ajv resolves every `$ref` inside one document and nothing is fetched.
@@ -120,9 +128,11 @@ function stringEnd(text, start) {
 
 /** Every number literal in `text`, JSON that JSON.parse accepted, by the instancePath of its value; of
  * duplicate keys the last one's wins, as in JSON.parse. A loop, not recursion: JSON.parse reads
- * documents nested deeper than a recursive scan could go. */
+ * documents nested deeper than a recursive scan could go. The map's `nesting` is the deepest level of
+ * arrays and objects met (0 for a bare value). */
 export function numberLiterals(text) {
   const literals = new Map();
+  literals.nesting = 0;
   const open = []; // enclosing containers, innermost last: {path, object, key, keyNext}
   const here = () => {
     const top = open.at(-1);
@@ -135,6 +145,7 @@ export function numberLiterals(text) {
     if (char === "{" || char === "[") {
       const object = char === "{";
       open.push({ path: here(), object, key: object ? "" : 0, keyNext: object });
+      literals.nesting = Math.max(literals.nesting, open.length);
       at += 1;
     } else if (char === "}" || char === "]") {
       open.pop();
@@ -170,8 +181,7 @@ function isInexact(value, literal = String(value)) {
 }
 
 /** The instancePath of every number in `record` that JSON.parse did not read as `text` wrote it. */
-export function inexactPaths(record, text) {
-  const literals = numberLiterals(text);
+export function inexactPaths(record, text, literals = numberLiterals(text)) {
   const found = [];
   const pending = [["", record]]; // a stack, children pushed in reverse: found in document order
   while (pending.length > 0) {
@@ -179,8 +189,13 @@ export function inexactPaths(record, text) {
     if (typeof value === "number") {
       if (isInexact(value, literals.get(path))) found.push(path);
     } else if (value !== null && typeof value === "object") {
-      const children = Object.entries(value).map(([key, child]) => [`${path}/${pointerToken(key)}`, child]);
-      pending.push(...children.reverse());
+      const children = Object.entries(value);
+      // One push per child: spreading a container of some 120,000 entries into one call's arguments
+      // overflowed the stack.
+      for (let index = children.length - 1; index >= 0; index -= 1) {
+        const [key, child] = children[index];
+        pending.push([`${path}/${pointerToken(key)}`, child]);
+      }
     }
   }
   return found;
@@ -203,8 +218,13 @@ function verdict(validate, name, bytes) {
     keyword,
     message,
   }));
-  return { file: name, valid, errors: valid ? [] : errors, inexact: inexactPaths(record, text) };
+  const literals = numberLiterals(text);
+  const line = { file: name, valid, errors: valid ? [] : errors, inexact: inexactPaths(record, text, literals) };
+  return literals.nesting > PYTHON_NESTING ? { ...line, nesting: literals.nesting } : line;
 }
+
+/** The deepest nesting every supported Python reads (3.10 and 3.11 stop at about 995 levels). */
+export const PYTHON_NESTING = 900;
 
 /** The lines of `bytes`, split at "\n" as String.split would be: a 0x0A byte is never inside a UTF-8
  * sequence, so each line can be decoded (and refused) on its own. */
@@ -221,35 +241,48 @@ export function isBlank(bytes) {
   return bytes.every((byte) => JSON_WHITE_SPACE.has(byte));
 }
 
+const USAGE = "usage: validate.mjs PATH... | --stdin";
+
 function main(argv) {
-  if (argv.length === 0 || argv.includes("-h") || argv.includes("--help")) {
-    console.error("usage: validate.mjs PATH... | --stdin");
+  if (argv.length === 1 && (argv[0] === "-h" || argv[0] === "--help")) {
+    console.log(USAGE);
+    return 0;
+  }
+  const stdin = argv.length === 1 && argv[0] === "--stdin";
+  const option = argv.find((arg) => arg.startsWith("-"));
+  if (argv.length === 0 || (!stdin && option !== undefined)) {
+    console.error(option === undefined ? USAGE : `${USAGE}\nvalidate.mjs: unknown option or misplaced --stdin: ${option}`);
     return 2;
   }
   const { validate } = recordValidator();
-  const out = [];
-  if (argv.length === 1 && argv[0] === "--stdin") {
+  const write = (line) => process.stdout.write(JSON.stringify(line) + "\n");
+  if (stdin) {
     let number = 0;
     for (const line of byteLines(readFileSync(0))) {
       number += 1;
-      if (!isBlank(line)) out.push(verdict(validate, `<stdin>:${number}`, line));
+      if (!isBlank(line)) write(verdict(validate, `<stdin>:${number}`, line));
     }
   } else {
     for (const arg of argv) {
       for (const file of jsonFiles(resolve(arg))) {
-        out.push(verdict(validate, relative(REPO, file).split("\\").join("/"), readFileSync(file)));
+        write(verdict(validate, relative(REPO, file).split("\\").join("/"), readFileSync(file)));
       }
     }
   }
-  process.stdout.write(out.map((line) => JSON.stringify(line) + "\n").join(""));
   return 0;
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  // A reader that left (`| head`) wants no more verdicts: stop quietly, with the status so far.
+  process.stdout.on("error", (error) => {
+    if (error.code !== "EPIPE") throw error;
+    process.exit(process.exitCode ?? 0);
+  });
   try {
     process.exitCode = main(process.argv.slice(2));
   } catch (error) {
-    console.error(error);
+    // A file that cannot be read says so in one line; anything else with its stack.
+    console.error(typeof error?.code === "string" ? `validate.mjs: ${error.message}` : error);
     process.exitCode = 1;
   }
 }
