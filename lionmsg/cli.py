@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from lionmsg.runtime.wire import loads_json, write_json
+from lionmsg.runtime.wording import counted
 from lionmsg.schema.files import BUNDLE_NAME, KINDS, kind_named, load_schema, schema_dir, schema_names
 
 if TYPE_CHECKING:
@@ -434,7 +435,9 @@ def _show(args: argparse.Namespace, out: _Output) -> int:
     from lionmsg.store import StoreError
 
     try:
+        shown = 0
         for title, messages in _histories(args.file, args.branch):
+            shown += 1
             out.write(f"{title}\n{conversation_table(messages, ascii_only=_ascii_only(out))}\n")
             if args.chat:
                 chat = [_chat_message(m) for m in messages if m.role.value != "unset"]
@@ -443,6 +446,8 @@ def _show(args: argparse.Namespace, out: _Output) -> int:
                 text = json.dumps(chat, indent=2, ensure_ascii=_ascii_only(out))
                 out.write(escape_unprintable(text, keep="\n") + "\n")
             out.write("\n")
+        if not shown:  # read, and empty: said, so that it is not taken for nothing read
+            out.write("nothing to show: no branch, history or mail\n")
     except (StoreError, _BadRecord) as error:
         _complain(_names_quoted(str(error), args.file, args.branch))
         return EXIT_USAGE if _unreadable(error) else EXIT_INVALID
@@ -518,7 +523,7 @@ def _store_histories(path: str, branch: str | None) -> Iterator[tuple[str, list[
                 manager = store.load(key)
             except UnknownBranchError as error:
                 raise UsageError(_names_quoted(error.args[0], path, key)) from None
-            yield f"branch {_quoted(key)} ({len(manager)} messages)", list(manager)
+            yield f"branch {_quoted(key)} ({counted(len(manager), 'message')})", list(manager)
 
 
 def _snapshot_histories(path: str, raw: bytes) -> Iterator[tuple[str, list[Any]]]:
@@ -536,9 +541,9 @@ def _snapshot_histories(path: str, raw: bytes) -> Iterator[tuple[str, list[Any]]
             for name, inbox in flow.inboxes():  # a snapshot's progression names are any text
                 yield f"owner {owner}: {_quoted(name)}", [flow.items[ident] for ident in inbox]
     elif isinstance(held, Branch):
-        yield f"branch {_quoted(str(held.id))} ({len(held.messages)} messages)", list(held.messages)
+        yield f"branch {_quoted(str(held.id))} ({counted(len(held.messages), 'message')})", list(held.messages)
     else:
-        yield f"history ({len(held)} messages)", list(held)
+        yield f"history ({counted(len(held), 'message')})", list(held)
 
 
 def _load_record(entry: _Entry) -> Any:

@@ -1248,7 +1248,7 @@ def test_show_reads_a_file_once_so_a_pipe_works_too(tmp_path: Path) -> None:
     save_snapshot(MessageManager(messages=[Message.from_dict(GOOD)]), snapshot)
     shown = _script("show", "/dev/stdin", stdin=snapshot.read_text())
     assert (shown.returncode, shown.stderr) == (0, "")
-    assert shown.stdout.startswith("history (1 messages)")
+    assert shown.stdout.startswith("history (1 message)")
 
 
 def test_an_unrecognized_argument_is_escaped_in_the_usage_error() -> None:

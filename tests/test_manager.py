@@ -1471,10 +1471,10 @@ def test_values_beside_one_nested_too_deep_to_copy_are_still_copied(extra: dict[
 
 def test_the_repr_says_what_the_history_holds() -> None:
     manager = MessageManager(on_message_added=[print])
-    assert repr(manager) == "<MessageManager: 0 messages, system none, 1 observers, 0 history listeners>"
+    assert repr(manager) == "<MessageManager: 0 messages, system none, 1 observer, 0 history listeners>"
     system = manager.add_message(system="S")
     manager.add_message(instruction="hi")
-    assert repr(manager) == f"<MessageManager: 2 messages, system {system.id}, 1 observers, 0 history listeners>"
+    assert repr(manager) == f"<MessageManager: 2 messages, system {system.id}, 1 observer, 0 history listeners>"
 
 
 def test_the_repr_of_a_history_out_of_step_says_so_instead_of_raising() -> None:
@@ -1483,7 +1483,7 @@ def test_the_repr_of_a_history_out_of_step_says_so_instead_of_raising() -> None:
     manager.add_message(instruction="hi")
     manager.progression.insert(0, uuid4())  # behind the pile's back: an id it does not hold
     assert repr(manager) == (
-        "<MessageManager: 1 messages, system unknown (the pile is out of step with its progression), "
+        "<MessageManager: 1 message, system unknown (the pile is out of step with its progression), "
         "0 observers, 0 history listeners>"
     )
 

@@ -85,7 +85,7 @@ def test_show_prints_every_branch_of_a_store_and_one_on_request(tmp_path: Path) 
     status, text = run("show", str(database))
     assert status == 0
     assert "branch first (5 messages)" in text
-    assert "branch second (1 messages)" in text
+    assert "branch second (1 message)" in text
     status, text = run("show", str(database), "--branch", "first", "--chat")
     assert status == 0
     assert "branch second" not in text
@@ -260,3 +260,16 @@ def test_showing_a_store_changes_nothing_even_while_a_writer_holds_its_lock(tmp_
     assert status == 0
     assert "branch first (5 messages)" in text
     assert database.read_bytes() == raw
+
+
+def test_show_says_when_what_it_read_holds_nothing_to_show(tmp_path: Path) -> None:
+    # Review cn F4: a store with no branches or an Exchange with no mail printed nothing (status 0), as
+    # if nothing had been read.
+    database = tmp_path / "empty.db"
+    SQLiteStore(database).close()
+    snapshot = tmp_path / "exchange.json"
+    hub = Exchange()
+    hub.register(UUID(int=1))
+    save_snapshot(hub, snapshot)
+    for path in (database, snapshot):
+        assert run("show", str(path)) == (0, "nothing to show: no branch, history or mail\n")

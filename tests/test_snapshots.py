@@ -334,6 +334,38 @@ def test_the_replaced_file_keeps_its_permissions_and_a_new_one_follows_the_umask
     assert path.stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.parametrize("target", ["loop", "through-a-file", "a-folder"])
+def test_a_link_to_no_file_is_replaced_by_a_file_of_the_usual_mode(tmp_path: Path, target: str) -> None:
+    # Review cn F1/F2: the previous file's mode was read through the link: a loop or a path through a
+    # file failed the save ('Too many levels of symbolic links', 'Not a directory'), and a link to a
+    # folder gave the snapshot the folder's mode (1777 for /tmp: anyone could write it).
+    (tmp_path / "file").write_text("x")
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o1777)
+    path = tmp_path / "snap.json"
+    path.symlink_to({"loop": path, "through-a-file": tmp_path / "file" / "x", "a-folder": folder}[target])
+    umask = os.umask(0)
+    os.umask(umask)
+    saved = manager()
+    save_snapshot(saved, path)
+    assert (path.is_symlink(), stat.S_ISREG(path.stat().st_mode)) == (False, True)
+    assert path.stat().st_mode & 0o7777 == 0o666 & ~umask
+    assert listing(tmp_path) == ["file", "shared", "snap.json"]
+    assert load_snapshot(path, MessageManager).to_dict() == saved.to_dict()
+
+
+@pytest.mark.parametrize("named", ["", "out/"])
+def test_a_snapshot_path_that_names_no_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, named: str
+) -> None:
+    # Review cn F3: "out/" wrote a file named out; "" failed with 'Device or resource busy'.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=f"^a snapshot path names a file, got {re.escape(repr(named))}$"):
+        save_snapshot(manager(), named)
+    assert listing(tmp_path) == []
+
+
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_a_save_killed_at_random_points_leaves_a_whole_snapshot(tmp_path: Path) -> None:
     path = tmp_path / "history.json"

@@ -44,6 +44,7 @@ from lionmsg.runtime.wire import (
     refuse_colliding_keys,
     write_json,
 )
+from lionmsg.runtime.wording import with_article
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -149,11 +150,6 @@ def _checked(model: type[BaseModel], name: str, value: Any) -> Any:
 
 
 _FIELD_ADAPTERS: dict[tuple[type[BaseModel], str], TypeAdapter[Any]] = {}
-
-
-def with_article(name: str) -> str:
-    """A class name with its article, for messages: "an Instruction", "a Branch"."""
-    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name}"
 
 
 def record_error(model: type[Any], loc: tuple[str | int, ...], message: str, value: Any) -> ValidationError:

@@ -26,7 +26,7 @@ from lionmsg.generated.roles import MessageRole
 from lionmsg.runtime.addressing import PlainName, SenderRecipient, normalize_address, record_address
 from lionmsg.runtime.concepts import Sendable
 from lionmsg.runtime.content.base import MessageContent, copy_value, owned_copy, refuse_iterators
-from lionmsg.runtime.element import Node, check_embedding, chosen_data, element_class, record_error, with_article
+from lionmsg.runtime.element import Node, check_embedding, chosen_data, element_class, record_error
 from lionmsg.runtime.fastpath import (
     ENVELOPE_CLASSES,
     ENVELOPE_FIELDS,
@@ -45,6 +45,7 @@ from lionmsg.runtime.fastpath import (
 from lionmsg.runtime.fieldsets import SharedFieldsSet, mark_field_set, own_fields_set, set_fields_set
 from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.wire import UNWRITABLE_DEPTH, RecordFieldError, note_finite, on_fresh_stack
+from lionmsg.runtime.wording import with_article
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -52,6 +52,7 @@ from lionmsg.runtime.wire import (
     loads_json,
     write_json,
 )
+from lionmsg.runtime.wording import counted
 
 __all__ = [
     "INVALID_PROGRESSION",
@@ -508,8 +509,9 @@ class MessageManager:
         else:
             system = "none" if current is None else str(current.id)
         return (
-            f"<MessageManager: {len(self.messages)} messages, system {system}, "
-            f"{len(self.on_message_added)} observers, {len(self.on_history_changed)} history listeners>"
+            f"<MessageManager: {counted(len(self.messages), 'message')}, system {system}, "
+            f"{counted(len(self.on_message_added), 'observer')}, "
+            f"{counted(len(self.on_history_changed), 'history listener')}>"
         )
 
     def __bool__(self) -> bool:

@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from lionmsg.runtime.branch import Branch
-from lionmsg.runtime.element import with_article
 from lionmsg.runtime.exchange import Exchange
 from lionmsg.runtime.manager import MessageManager
 from lionmsg.runtime.wire import loads_json, write_json
+from lionmsg.runtime.wording import with_article
 from lionmsg.store.errors import SnapshotError
 
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_VERSION", "Snapshotable", "load_snapshot", "save_snapshot"]
@@ -64,6 +64,9 @@ def save_snapshot(obj: Snapshotable, path: str | os.PathLike[str]) -> None:
     if kind is None:
         raise TypeError(f"save_snapshot takes a MessageManager, a Branch or an Exchange, got {type(obj).__name__}")
     document = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "kind": kind, "data": obj.to_dict()}
+    named = os.fspath(path)
+    if not named or named.endswith(("/", os.sep)):  # "out/" would write a file named out; "" the folder
+        raise ValueError(f"a snapshot path names a file, got {named!r}")
     payload = write_json(document).encode("utf-8")  # a lone surrogate written as an escape, as every record
     # Read back as load_snapshot reads it, before the disk is touched: content changed in place is
     # checked by nobody until now, and a snapshot that cannot load would replace one that can.
@@ -161,8 +164,9 @@ def _replace_through(temporary: Path, path: Path, payload: bytes) -> None:
     descriptor = os.open(temporary, flags, 0o666)  # the umask applies, as for any new file
     try:
         with open(descriptor, "wb") as file:
-            with contextlib.suppress(FileNotFoundError):
-                os.chmod(temporary, stat.S_IMODE(os.stat(path).st_mode))  # keep the previous file's mode
+            previous = _previous_file_mode(path)
+            if previous is not None:
+                os.chmod(temporary, previous)
             file.write(payload)
             file.flush()
             os.fsync(file.fileno())
@@ -182,6 +186,18 @@ def _replace_through(temporary: Path, path: Path, payload: bytes) -> None:
         _fsync_directory(folder)
     finally:
         _close_directory(folder)
+
+
+def _previous_file_mode(path: Path) -> int | None:
+    """The permission bits of the file the snapshot replaces (a link's target file), to keep; None when
+    there is no such file: nothing there, a link to a folder (whose mode, 1777 for /tmp, no file should
+    get), or one that leads nowhere, in a loop or through a folder that cannot be searched (the rename
+    replaces the link itself, which needs none of that)."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return stat.S_IMODE(found.st_mode) if stat.S_ISREG(found.st_mode) else None
 
 
 def _open_directory(directory: Path) -> int | None:
