@@ -22,7 +22,8 @@ SMOKE_SIZE = 50
 # the heap's pages touched for the first time). Long enough for every lionmsg cell at N=100,000, so no
 # lionmsg cell is timed cold and no lionmsg growth figure sets a cold repetition against warm ones (at
 # 5 s, the cells between 5 and 30 s were cold and the shorter ones warm); a repetition still longer is
-# measured cold, as repeating it would cost minutes: LionAGI's Exchange at 100k on an idle host, and on
+# measured cold, as repeating it would cost minutes: LionAGI's Exchange at 100k (and its 10k broadcast,
+# 39-41 s a repetition in run 29) on an idle host, and on
 # run 24's slower one most of LionAGI's 100k cells and the floor's 100k broadcast, which favours lionmsg
 # in those ratios.
 WARMUP_BELOW_S = 30.0
