@@ -29,7 +29,7 @@ import pytest
 
 from lionmsg import LION_CLASSES, ActionRequest, ActionResponse, Instruction, Message
 from lionmsg.cli import main as lionmsg_main
-from lionmsg.runtime.wire import loads_json
+from lionmsg.runtime.wire import WRITTEN_NESTING, loads_json
 from lionmsg.schema.files import KINDS
 from lionmsg.schema.validator import RecordValidator
 from tests.samples import failed_action_response, rich_messages
@@ -409,11 +409,16 @@ def _nested_record(depth: int) -> str:
 def test_a_record_nested_deeper_than_python_reads_is_flagged_without_changing_the_verdict() -> None:
     # Review cl 1: ajv validates any depth; Python's decoder stops at about 995 levels on 3.10 and 3.11,
     # so a JavaScript writer could make a record ajv calls valid and lionmsg cannot read.
-    lines = "".join(_nested_record(depth) + "\n" for depth in (900, 901, 5000))
+    lines = "".join(_nested_record(depth) + "\n" for depth in (WRITTEN_NESTING, WRITTEN_NESTING + 1, 5000))
     shallow, flagged, unreadable = _node("validate.mjs", "--stdin", stdin=lines)
     assert (shallow["valid"], "nesting" in shallow) == (True, False)
-    assert (flagged["valid"], flagged["nesting"], unreadable["valid"], unreadable["nesting"]) == (True, 901, True, 5000)
-    assert _validator().is_valid(loads_json(_nested_record(901)))
+    assert (flagged["valid"], flagged["nesting"], unreadable["valid"], unreadable["nesting"]) == (
+        True,
+        WRITTEN_NESTING + 1,
+        True,
+        5000,
+    )
+    assert _validator().is_valid(loads_json(_nested_record(WRITTEN_NESTING)))
     with pytest.raises(ValueError, match="arrays and objects nested too deeply to read"):
         loads_json(_nested_record(5000))
 

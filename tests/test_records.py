@@ -50,7 +50,7 @@ from lionmsg import (
 )
 from lionmsg.runtime import fastpath
 from lionmsg.runtime.fastpath import ENVELOPE_CLASSES, ENVELOPE_FIELDS
-from lionmsg.runtime.wire import UNWRITABLE_DEPTH, loads_json, write_json
+from lionmsg.runtime.wire import UNWRITABLE_DEPTH, WRITTEN_NESTING, loads_json, write_json
 from tests.conftest import fields_of
 from tests.samples import failed_action_response, rich_messages
 
@@ -1477,3 +1477,26 @@ def test_a_subclass_may_declare_metadata_that_is_none() -> None:
     assert Annotated.model_validate({"metadata": {"lion_class": "Annotated", "a": 1}}).metadata == {"a": 1}
     with pytest.raises(ValidationError, match="Metadata class mismatch"):
         Annotated.model_validate({"metadata": {"lion_class": "System"}})
+
+
+def test_every_interpreter_reads_the_deepest_text_any_of_them_writes() -> None:
+    # Review co F1: 3.12 and 3.13 wrote text 997 levels deep, which 3.10 and 3.11 (whose decoder stops at
+    # about 993) could not load: a store written on 3.13 held rows 3.10 refused. The writers stop at
+    # WRITTEN_NESTING on every interpreter (this test runs on each in CI); reading is not limited.
+    # Generic content: the record, its content dict, then the nested lists.
+    at_limit = Message(content={"x": _nested(WRITTEN_NESTING - 2)})
+    text = at_limit.to_json()
+    assert Message.from_json(text).to_json() == text  # (== on the lists would recurse past the limit)
+    deeper = Message(content={"x": _nested(WRITTEN_NESTING - 1)})
+    for write in (deeper.to_json, lambda: write_json(deeper.to_dict())):
+        with pytest.raises(ValueError, match=f"^{re.escape(UNWRITABLE_DEPTH)}$"):
+            write()
+    assert _levels(deeper.to_dict()["content"]["x"]) == WRITTEN_NESTING - 1  # a Python record: no limit
+
+
+def _levels(value: Any) -> int:
+    """How many lists `_nested` wrapped around its 0, counted without recursion."""
+    levels = 0
+    while isinstance(value, list):
+        value, levels = value[0], levels + 1
+    return levels

@@ -34,10 +34,11 @@
 // found by a scan of their own.
 //
 // `nesting` is the depth of arrays and objects (the record itself is 1), given when it exceeds
-// PYTHON_NESTING: Python's JSON decoder recurses once per level and refuses a document deeper than the
-// interpreter lets it go (`lionmsg validate`: "not valid JSON: arrays and objects nested too deeply to
-// read"; about 995 levels on Python 3.10 and 3.11), which ajv validates at any depth. Like `inexact` it
-// is information and leaves `valid` alone; a writer whose record gets it should flatten the record.
+// PYTHON_NESTING, the deepest text lionmsg writes: Python's JSON decoder recurses once per level and
+// refuses a document deeper than the interpreter lets it go (`lionmsg validate`: "not valid JSON: arrays
+// and objects nested too deeply to read"; about 993 levels on Python 3.10 and 3.11, more on 3.12 and
+// 3.13), which ajv validates at any depth. Like `inexact` it is information and leaves `valid` alone; a
+// writer whose record gets it should flatten the record.
 //
 // The schema is `schemas/bundle.json`: every schema file embedded under `$defs` with its `$id` kept,
 // so ajv resolves every `$ref` inside one document and nothing is fetched.
@@ -223,8 +224,9 @@ function verdict(validate, name, bytes) {
   return literals.nesting > PYTHON_NESTING ? { ...line, nesting: literals.nesting } : line;
 }
 
-/** The deepest nesting every supported Python reads (3.10 and 3.11 stop at about 995 levels). */
-export const PYTHON_NESTING = 900;
+/** The deepest text lionmsg writes (`WRITTEN_NESTING` in lionmsg/runtime/wire.py): what every supported
+ * Python reads (3.10 and 3.11 stop at about 993 levels). */
+export const PYTHON_NESTING = 990;
 
 /** The lines of `bytes`, split at "\n" as String.split would be: a 0x0A byte is never inside a UTF-8
  * sequence, so each line can be decoded (and refused) on its own. */
