@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bundle import RECORDED_DIGESTS, SCHEMA_VERSION
 from check_schemas import BASE_URI, PORTABLE_KEYWORDS, problems, subschemas
 from generate import SCHEMA_DIR, SchemaSet
 from jsonschema.exceptions import ValidationError
@@ -210,9 +211,46 @@ def test_a_schema_change_without_a_version_bump_fails_the_bundle_check(schema_co
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 1
     assert done.stderr.startswith(
-        "the schemas changed since version 1.0.2 was recorded: bump SCHEMA_VERSION in tools/bundle.py"
+        f"the schemas changed since version {SCHEMA_VERSION} was recorded: bump SCHEMA_VERSION in tools/bundle.py"
     )
     assert re.search(r"record its digest [0-9a-f]{64}\n$", done.stderr)
+
+
+def test_reordering_a_schemas_properties_needs_a_new_version(schema_copy: Path) -> None:
+    # Review cq 1: the digest sorted every key, so fields moved within `properties` passed `make check`
+    # unbumped, while the generated classes took them in the new order (positional arguments swapped,
+    # records written in another key order).
+    command = [sys.executable, str(SCHEMA_DIR.parent / "tools" / "bundle.py"), "--check", "--schemas", str(schema_copy)]
+    _edit(
+        schema_copy,
+        "content/action_response.schema.json",
+        lambda d: d.update(properties=dict(reversed(list(d["properties"].items())))),
+    )
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stderr.split(":")[0]) == (
+        1,
+        f"the schemas changed since version {SCHEMA_VERSION} was recorded",
+    )
+
+
+# What each released version's schema set hashes to: a recorded digest is never changed (a new one is
+# added with its version), so a change cannot be published under a version already out.
+RELEASED_DIGESTS = {
+    "1.0.0": "86ac6ea319c4616111281cfbd240fcc44797a4c4aa00d60d7a1033cbe556ab5c",
+    "1.0.1": "7e687a7cf030dbcf173900ed501f7d762e1af8522836dc82a00e52cb858fde11",
+    "1.0.2": "76fdca12c7c80fcb70b98834dc07907d42cf31f1dd70a78640c2bb04e443ff79",
+}
+
+
+def test_a_released_versions_digest_is_never_changed() -> None:
+    # Review cq 4: overwriting the current version's digest passed make check.
+    assert {version: RECORDED_DIGESTS.get(version) for version in RELEASED_DIGESTS} == RELEASED_DIGESTS
+    assert SCHEMA_VERSION in RECORDED_DIGESTS
+
+
+def test_the_readme_names_the_current_schema_version() -> None:
+    readme = (SCHEMA_DIR.parent / "README.md").read_text(encoding="utf-8")
+    assert f"`x-lionmsg-schema-version` is `{SCHEMA_VERSION}`" in readme
 
 
 def test_an_enum_value_that_is_no_json_scalar_is_reported(schema_copy: Path) -> None:

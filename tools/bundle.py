@@ -36,15 +36,37 @@ SCHEMA_VERSION = "1.0.2"
 RECORDED_DIGESTS = {
     "1.0.0": "86ac6ea319c4616111281cfbd240fcc44797a4c4aa00d60d7a1033cbe556ab5c",
     "1.0.1": "7e687a7cf030dbcf173900ed501f7d762e1af8522836dc82a00e52cb858fde11",
-    "1.0.2": "f29e53d432216279db8c8517b10f5fa59b3224d7c6b3babff8af9a0124789fdf",
+    # The same files as released, recorded again when the digest took in the order of `properties`.
+    "1.0.2": "76fdca12c7c80fcb70b98834dc07907d42cf31f1dd70a78640c2bb04e443ff79",
 }
 BASE_URI = "https://lionmsg.dev/schemas/v1/"
 
 
 def digest(schemas: SchemaSet) -> str:
-    """SHA-256 of the schema files' content (parsed, keys sorted: formatting changes nothing)."""
-    canonical = json.dumps(schemas.by_path, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    """SHA-256 of the schema files' content (parsed, keys sorted: formatting changes nothing) and of the
+    order of every `properties` object's names, which is not formatting: the generated classes take
+    their fields in that order (positional arguments, the key order of every record written). Digests
+    recorded before 1.0.2's were of the content alone."""
+    canonical = json.dumps(
+        [schemas.by_path, _property_orders(schemas.by_path)], sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _property_orders(value: Any) -> list[list[str]]:
+    """The names of every `properties` object in `value`, in their order, in document order."""
+    found: list[list[str]] = []
+    pending = [value]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            properties = node.get("properties")
+            if isinstance(properties, dict):
+                found.append(list(properties))
+            pending.extend(reversed([node[key] for key in sorted(node)]))
+        elif isinstance(node, list):
+            pending.extend(reversed(node))
+    return found
 
 
 def version_problem(schemas: SchemaSet) -> str | None:

@@ -408,7 +408,14 @@ def render_messages(schemas: SchemaSet) -> str:
     envelope = schemas.get("envelope.schema.json")
     kinds = list(_kinds(schemas))
     contents = [f"content/{n}.schema.json" for n in CONTENT_SCHEMAS]  # their titles name the content classes
-    sources = ["envelope.schema.json", *(k.schema_file for k in kinds), "record.schema.json", *contents]
+    # role.schema.json too: the envelope's defaults name its roles (_envelope_default).
+    sources = [
+        "envelope.schema.json",
+        "role.schema.json",
+        *(k.schema_file for k in kinds),
+        "record.schema.json",
+        *contents,
+    ]
     return (
         _jinja()
         .get_template("messages.py.jinja")
