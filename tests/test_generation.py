@@ -81,6 +81,16 @@ def test_the_check_command_fails_and_prints_the_diff(tmp_path: Path) -> None:
     assert "+class Message(MessageBehaviour):" in done.stdout
 
 
+def test_a_stub_beside_the_generated_modules_is_drift_too(tmp_path: Path) -> None:
+    # Review cq 6: a hand-added content.pyi passed the check, and mypy read it instead of content.py.
+    copy = tmp_path / "generated"
+    shutil.copytree(OUTPUT_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "content.pyi").write_text("class InstructionContent: ...\n")
+    done = _check_command(copy)
+    assert done.returncode == 1
+    assert f"--- {copy}/content.pyi (on disk)" in done.stdout
+
+
 # -- the schemas really drive the classes ---------------------------------------------------------
 
 

@@ -462,9 +462,15 @@ def _format(name: str, text: str) -> str:
 # -- command line --------------------------------------------------------------------------------
 
 
+def _modules(output_dir: Path) -> list[Path]:
+    """The package's modules and stubs: a hand-added `.pyi` would stand in for a generated module, for
+    mypy, unseen by a check of the `.py` files alone."""
+    return sorted([*output_dir.glob("*.py"), *output_dir.glob("*.pyi")])
+
+
 def stale_report(rendered: Mapping[str, str], output_dir: Path) -> str:
     """A unified diff between what is on disk and what the schemas render; empty when up to date."""
-    on_disk = {p.name: p.read_text(encoding="utf-8") for p in sorted(output_dir.glob("*.py"))}
+    on_disk = {p.name: p.read_text(encoding="utf-8") for p in _modules(output_dir)}
     where = output_dir.resolve()
     shown = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where  # the path to open and fix
     lines: list[str] = []
@@ -497,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
-    for stale in {p.name for p in args.out.glob("*.py")} - set(rendered):
+    for stale in {p.name for p in _modules(args.out)} - set(rendered):
         (args.out / stale).unlink()
     for name, text in rendered.items():
         (args.out / name).write_text(text, encoding="utf-8")
