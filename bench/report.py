@@ -74,8 +74,9 @@ def _ratio(value: float | None) -> str:
     thousands separators ("2,350x", not "2.35e+03x")."""
     if value is None:
         return "—"
-    if value >= 1000:
-        return f"{float(f'{value:.3g}'):,.0f}{TIMES}"
+    rounded = float(f"{value:.3g}")
+    if rounded >= 1000:  # 999.5 rounds to 1,000 too
+        return f"{rounded:,.0f}{TIMES}"
     digits = 3
     while float(f"{value:.{digits}g}") in _BOUNDS and float(f"{value:.{digits}g}") != value and digits < 12:
         digits += 1

@@ -170,8 +170,9 @@ def test_a_ratio_a_float_rounding_puts_a_hair_off_its_bar_is_on_it() -> None:
 
 def test_a_ratio_from_a_thousand_up_is_a_whole_number_with_separators() -> None:
     # Review cp nit: 2.35e+03x in the table's progression.index row.
-    assert [report._ratio(value) for value in (999.4, 1000.0, 2345.6, 123456.0)] == [
+    assert [report._ratio(value) for value in (999.4, 999.5, 1000.0, 2345.6, 123456.0)] == [
         f"999{X}",
+        f"1,000{X}",
         f"1,000{X}",
         f"2,350{X}",
         f"123,000{X}",

@@ -447,11 +447,18 @@ def _run_validate(*args: str, stdin: bytes | None = None) -> subprocess.Complete
 def test_validate_mjs_says_what_is_bad_usage_and_help_is_no_error() -> None:
     # Review cl 4: an unknown option or --stdin beside a path was read as a path (a stack trace, exit 1).
     helped = _run_validate("--help")
-    assert (helped.returncode, helped.stdout, helped.stderr) == (0, b"usage: validate.mjs PATH... | --stdin\n", b"")
+    assert (helped.returncode, helped.stdout, helped.stderr) == (
+        0,
+        b"usage: validate.mjs [--] PATH... | --stdin\n",
+        b"",
+    )
     for args in (["--bogus"], ["--stdin", "tests/cases"], []):
         refused = _run_validate(*args)
         assert refused.returncode == 2, args
-        assert refused.stderr.startswith(b"usage: validate.mjs PATH... | --stdin"), args
+        assert refused.stderr.startswith(b"usage: validate.mjs [--] PATH... | --stdin"), args
+    dashed = _run_validate("--", "tests/cases/valid/system")  # paths after `--`, which may start with "-"
+    assert dashed.returncode == 0
+    assert dashed.stdout.count(b'"valid":true') == len(list((CASES / "valid" / "system").glob("*.json")))
     missing = _run_validate("no-such-file.json")
     assert missing.returncode == 1
     assert missing.stderr.decode().splitlines() == [

@@ -1500,3 +1500,10 @@ def _levels(value: Any) -> int:
     while isinstance(value, list):
         value, levels = value[0], levels + 1
     return levels
+
+
+def test_the_nesting_count_skips_brackets_inside_strings() -> None:
+    # A lone surrogate sends write_json to its fallback road, where the depth is counted on the text: a
+    # string full of brackets (and escaped quotes) is one value, not thousands of levels.
+    text = "\ud800" + '[{\\"' * 400 + "]"
+    assert json.loads(write_json({"a": [text]}))["a"] == [text]

@@ -355,7 +355,7 @@ def test_a_link_to_no_file_is_replaced_by_a_file_of_the_usual_mode(tmp_path: Pat
     assert load_snapshot(path, MessageManager).to_dict() == saved.to_dict()
 
 
-@pytest.mark.parametrize("named", ["", "out/"])
+@pytest.mark.parametrize("named", ["", "out/", "out/.", ".", ".."])
 def test_a_snapshot_path_that_names_no_file_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, named: str
 ) -> None:

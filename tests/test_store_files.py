@@ -390,6 +390,24 @@ def test_a_store_named_by_a_relative_path_keeps_its_file_when_the_program_change
     assert journal_mode(tmp_path / "histories.db") == "delete"
 
 
+def test_a_relative_path_through_a_linked_folder_and_dot_dot_is_followed_as_the_file_system_follows_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Review cs 1: os.path.abspath cut `link/..` as text: the writer made a new store beside the link and
+    # the read-only open failed, where the file system (and the code before) reached the real one.
+    (tmp_path / "real" / "deeper").mkdir(parents=True)
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / "link").symlink_to(tmp_path / "real" / "deeper")
+    manager = stored(tmp_path / "real" / "histories.db")
+    monkeypatch.chdir(tmp_path / "here")
+    assert_same_history(loaded(Path("link/../histories.db")), manager)
+    with SQLiteStore("link/../histories.db") as writer:
+        writer.attach(manager, "b")
+        manager.add_message(instruction="more")
+    assert_same_history(loaded(tmp_path / "real" / "histories.db"), manager)
+    assert listing(tmp_path / "here") == ["link"]
+
+
 def test_a_store_left_in_wal_mode_still_opens_read_only_and_creates_nothing(path: Path) -> None:
     manager = stored(path)
     execute(path, "PRAGMA journal_mode = WAL")  # as a writer that could not switch it back leaves it

@@ -63,18 +63,19 @@ def save_snapshot(obj: Snapshotable, path: str | os.PathLike[str]) -> None:
     kind = next((name for name, cls in _KINDS.items() if isinstance(obj, cls)), None)
     if kind is None:
         raise TypeError(f"save_snapshot takes a MessageManager, a Branch or an Exchange, got {type(obj).__name__}")
-    document = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "kind": kind, "data": obj.to_dict()}
     named = os.fspath(path)
-    if not named or named.endswith(("/", os.sep)):  # "out/" would write a file named out; "" the folder
+    # "out/" and "out/." would write a file named out (pathlib drops both), "" the folder itself.
+    if named.endswith(("/", os.sep)) or os.path.basename(named) in ("", ".", ".."):
         raise ValueError(f"a snapshot path names a file, got {named!r}")
+    document = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "kind": kind, "data": obj.to_dict()}
     payload = write_json(document).encode("utf-8")  # a lone surrogate written as an escape, as every record
     # Read back as load_snapshot reads it, before the disk is touched: content changed in place is
     # checked by nobody until now, and a snapshot that cannot load would replace one that can.
     try:
-        snapshot_from_bytes(os.fspath(path), payload, _KINDS[kind])
+        snapshot_from_bytes(named, payload, _KINDS[kind])
     except SnapshotError as exc:
         raise SnapshotError(exc.path, f"not saved: the {kind} would not load back ({exc.reason})") from exc
-    _replace_atomically(Path(path), payload)
+    _replace_atomically(Path(named), payload)
 
 
 @overload

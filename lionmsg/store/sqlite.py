@@ -216,7 +216,8 @@ class SQLiteStore:
         # Every open, stamp and clean-up goes by this one absolute path, through a `file:` URI: a path
         # given as text SQLite would read as a URI itself ("file:x.db?mode=memory"), and the writer and
         # the read-only connections must name the same file, also after the program changed directory.
-        self._file = os.path.abspath(named)
+        # Joined, not normalised: `link/..` must be followed as the file system follows it, not cut as text.
+        self._file = os.path.join(os.getcwd(), named)
         self.read_only = read_only
         self._lock = threading.RLock()
         self._attachments: dict[str, Attachment] = {}

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Validate lionmsg records with ajv, independently of the Python validator.
 //
-//   node scripts/validate.mjs PATH...       (files, or directories searched recursively for *.json)
+//   node scripts/validate.mjs [--] PATH...  (files, or directories searched recursively for *.json;
+//                                            after `--`, a PATH may start with "-")
 //   node scripts/validate.mjs --stdin       (one record per input line, JSON Lines)
 //
 // PATHs are resolved against the current directory, as any command's are. Prints one JSON line per
@@ -43,7 +44,7 @@
 // The schema is `schemas/bundle.json`: every schema file embedded under `$defs` with its `$id` kept,
 // so ajv resolves every `$ref` inside one document and nothing is fetched.
 
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { readdirSync, readFileSync, statSync, writeSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import Ajv2020 from "ajv/dist/2020.js";
@@ -243,7 +244,18 @@ export function isBlank(bytes) {
   return bytes.every((byte) => JSON_WHITE_SPACE.has(byte));
 }
 
-const USAGE = "usage: validate.mjs PATH... | --stdin";
+const USAGE = "usage: validate.mjs [--] PATH... | --stdin";
+
+/** A verdict line on standard output, written at once: a reader that left (`| head`) ends the run
+ * here, quietly, with the status so far (every later record would be validated for nobody). */
+function write(line) {
+  try {
+    writeSync(1, JSON.stringify(line) + "\n");
+  } catch (error) {
+    if (error.code !== "EPIPE") throw error;
+    process.exit(0);
+  }
+}
 
 function main(argv) {
   if (argv.length === 1 && (argv[0] === "-h" || argv[0] === "--help")) {
@@ -251,13 +263,15 @@ function main(argv) {
     return 0;
   }
   const stdin = argv.length === 1 && argv[0] === "--stdin";
-  const option = argv.find((arg) => arg.startsWith("-"));
-  if (argv.length === 0 || (!stdin && option !== undefined)) {
+  // Paths after `--` may start with "-"; before it, such an argument is an option, and only those above exist.
+  const end = argv.indexOf("--");
+  const paths = end === -1 ? argv : [...argv.slice(0, end), ...argv.slice(end + 1)];
+  const option = (end === -1 ? argv : argv.slice(0, end)).find((arg) => arg.startsWith("-"));
+  if (paths.length === 0 || (!stdin && option !== undefined)) {
     console.error(option === undefined ? USAGE : `${USAGE}\nvalidate.mjs: unknown option or misplaced --stdin: ${option}`);
     return 2;
   }
   const { validate } = recordValidator();
-  const write = (line) => process.stdout.write(JSON.stringify(line) + "\n");
   if (stdin) {
     let number = 0;
     for (const line of byteLines(readFileSync(0))) {
@@ -265,7 +279,7 @@ function main(argv) {
       if (!isBlank(line)) write(verdict(validate, `<stdin>:${number}`, line));
     }
   } else {
-    for (const arg of argv) {
+    for (const arg of paths) {
       for (const file of jsonFiles(resolve(arg))) {
         write(verdict(validate, relative(REPO, file).split("\\").join("/"), readFileSync(file)));
       }
@@ -275,11 +289,6 @@ function main(argv) {
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  // A reader that left (`| head`) wants no more verdicts: stop quietly, with the status so far.
-  process.stdout.on("error", (error) => {
-    if (error.code !== "EPIPE") throw error;
-    process.exit(process.exitCode ?? 0);
-  });
   try {
     process.exitCode = main(process.argv.slice(2));
   } catch (error) {
