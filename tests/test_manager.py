@@ -1488,6 +1488,14 @@ def test_the_repr_of_a_history_out_of_step_says_so_instead_of_raising() -> None:
     )
 
 
+def test_the_repr_reads_none_hook_lists_as_none() -> None:
+    # Review cr F5: None (which add_message takes for no observers) made the repr a TypeError.
+    manager = MessageManager()
+    manager.on_message_added = None  # type: ignore[assignment]
+    manager.on_history_changed = None  # type: ignore[assignment]
+    assert repr(manager) == "<MessageManager: 0 messages, system none, 0 observers, 0 history listeners>"
+
+
 def test_a_pile_record_holding_an_item_that_is_no_message_is_refused_naming_it() -> None:
     # Review ci F4: the item was dropped as a list's is, and its order then named it: "the progression
     # does not list exactly the pile's items", which the record does.

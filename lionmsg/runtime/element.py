@@ -6,7 +6,6 @@ through a registry of classes defined in this process (never by importing a modu
 
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 import re
@@ -133,23 +132,6 @@ def _canonical_uuid(value: Any) -> Any:
     if isinstance(value, UUID) and type(value) is not UUID:  # a subclass may spell itself otherwise
         return UUID(int=value.int)  # in records: held as the plain UUID it names, as a sender is
     return value
-
-
-def _checked(model: type[BaseModel], name: str, value: Any) -> Any:
-    """`value` as the field `name` of `model` validates it (its type, constraints and validators), without
-    an instance: for a frozen field, which no instance lets be assigned."""
-    adapter = _FIELD_ADAPTERS.get((model, name))
-    if adapter is None:
-        field = model.model_fields[name]
-        parts = (field.annotation, *field.metadata)  # the type with its constraints and validators
-        adapter = _FIELD_ADAPTERS[(model, name)] = TypeAdapter(
-            cast(Any, Annotated)[parts] if field.metadata else parts[0]
-        )
-    # Its errors as the model's, at the field (the adapter's own title names its validator functions).
-    return part_of_record(model, (name,), functools.partial(adapter.validate_python, value))
-
-
-_FIELD_ADAPTERS: dict[tuple[type[BaseModel], str], TypeAdapter[Any]] = {}
 
 
 def record_error(model: type[Any], loc: tuple[str | int, ...], message: str, value: Any) -> ValidationError:
@@ -294,29 +276,21 @@ class Element(BaseModel):
         return built
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        """pydantic's copy, with `update` checked as the constructor checks its fields (pydantic writes the
-        values as given: a copy could hold an id that is no UUID, and write a record its own loader
-        refuses). Every key must be a field: pydantic writes any other (a computed `role`, a LionAGI-only
-        name such as a pile's `collections`) where nothing reads it, and the copy silently kept what it
-        was asked to change: a TypeError (a Progression takes `order`). A bad value is pydantic's
-        ValidationError. Either way the original is left as it was."""
-        if not update:
-            return super().model_copy(deep=deep)
-        fields = type(self).model_fields
-        unknown = [key for key in update if key not in fields]
-        if unknown:
-            raise TypeError(
-                f"{type(self).__name__}.model_copy(update=...) sets its fields ({', '.join(fields)}); "
-                f"not a field: {', '.join(map(repr, unknown))}"
-            )
-        # A frozen field cannot be assigned, even on the copy: its value is checked alone, first, and
-        # written as pydantic writes an update; the others are assigned on the copy, which runs their checks.
-        frozen = {key: _checked(type(self), key, value) for key, value in update.items() if fields[key].frozen}
-        copied = super().model_copy(update=frozen or None, deep=deep)
-        for key, value in update.items():
-            if key not in frozen:
-                setattr(copied, key, value)
-        return copied
+        """pydantic's copy, except that every key of `update` must be a field of the model. pydantic
+        writes any other (a computed `role`, a LionAGI-only name such as a pile's `collections`) into the
+        copy's `__dict__`, where nothing reads it: the copy kept what it was asked to change, silently.
+        A TypeError instead, before anything is copied (a Progression takes `order`). The values are
+        pydantic's to write as given, unchecked (its rule: the caller trusts them), since checking them
+        one field at a time would refuse what a model's own cross-field rules accept."""
+        if update:
+            fields = type(self).model_fields
+            unknown = [key for key in update if key not in fields]
+            if unknown:
+                raise TypeError(
+                    f"{type(self).__name__}.model_copy(update=...) sets its fields ({', '.join(fields)}); "
+                    f"not a field: {', '.join(map(repr, unknown))}"
+                )
+        return super().model_copy(update=update, deep=deep)
 
     @classmethod
     def class_name(cls, full: bool = False) -> str:

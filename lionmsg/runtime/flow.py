@@ -324,7 +324,7 @@ class Flow(CopiedUnderLock, Element):
                 raise ValueError("every progression of a flow needs a name")
             name = _canonical_inbox_name(progression.name)
             if _misnamed(name):
-                raise ValueError(f"a flow's progressions are {OUTBOX!r} and 'inbox_<sender>', not {name!r}")
+                raise ValueError(_misnamed_text(name))
             if name in given_names:
                 raise ValueError(f"two progressions of the flow are named {name!r}")
             given_names.add(name)
@@ -570,7 +570,7 @@ class Flow(CopiedUnderLock, Element):
                 raise record_error(
                     cls,
                     ("progressions", index, "name"),
-                    f"a flow's progressions are {OUTBOX!r} and 'inbox_<sender>', not {name!r}",
+                    _misnamed_text(name),
                     name,
                 )
             if name in names:
@@ -588,8 +588,9 @@ def _canonical_inbox(record: Mapping[str, Any]) -> Mapping[str, Any]:
     schema's pattern allows A-F) as a copy named in the canonical lower case, which `inbox_name` gives
     every spelling of that sender; any other record as it is (the caller's record is never changed)."""
     name = record.get("name")
-    if type(name) is str and _canonical_inbox_name(name) != name:
-        return {**record, "name": _canonical_inbox_name(name)}
+    canonical = _canonical_inbox_name(name) if type(name) is str else name
+    if canonical != name:
+        return {**record, "name": canonical}
     return record
 
 
@@ -600,6 +601,10 @@ def _canonical_inbox_name(name: str) -> str:
     if not name.startswith("inbox_") or (name.islower() and CANONICAL_UUID.fullmatch(name, len("inbox_"))):
         return name  # not an inbox, or one named as inbox_name names it (the usual case: no parse)
     return inbox_name(name[len("inbox_") :])
+
+
+def _misnamed_text(name: str) -> str:
+    return f"a flow's progressions are {OUTBOX!r} and 'inbox_<sender>', not {name!r}"
 
 
 def _misnamed(name: str) -> bool:

@@ -510,8 +510,8 @@ class MessageManager:
             system = "none" if current is None else str(current.id)
         return (
             f"<MessageManager: {counted(len(self.messages), 'message')}, system {system}, "
-            f"{counted(len(self.on_message_added), 'observer')}, "
-            f"{counted(len(self.on_history_changed), 'history listener')}>"
+            f"{counted(len(self.on_message_added or ()), 'observer')}, "  # None is none, as add_message reads it
+            f"{counted(len(self.on_history_changed or ()), 'history listener')}>"
         )
 
     def __bool__(self) -> bool:
