@@ -567,12 +567,7 @@ class Flow(CopiedUnderLock, Element):
             given = _canonical_inbox(given)
             name = given["name"]  # a str still (only an inbox's id is respelled)
             if _misnamed(name):
-                raise record_error(
-                    cls,
-                    ("progressions", index, "name"),
-                    _misnamed_text(name),
-                    name,
-                )
+                raise record_error(cls, ("progressions", index, "name"), _misnamed_text(name), name)
             if name in names:
                 raise record_error(cls, ("progressions", index, "name"), f"two progressions are named {name!r}", name)
             names.add(name)
@@ -584,9 +579,9 @@ class Flow(CopiedUnderLock, Element):
 
 
 def _canonical_inbox(record: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A progression record whose name is `inbox_<UUID>` with the UUID in upper or mixed case (the
-    schema's pattern allows A-F) as a copy named in the canonical lower case, which `inbox_name` gives
-    every spelling of that sender; any other record as it is (the caller's record is never changed)."""
+    """A progression record whose name is an inbox's in another spelling of its sender (`_canonical_inbox_name`)
+    as a copy with the canonical name, which `inbox_name` gives every spelling of that sender; any other
+    record as it is (the caller's record is never changed)."""
     name = record.get("name")
     canonical = _canonical_inbox_name(name) if type(name) is str else name
     if canonical != name:
