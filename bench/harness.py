@@ -29,8 +29,9 @@ Timings = dict[str, float]
 Rep = Callable[[], Timings]
 """One repetition of a prepared workload: it times only the operation and verifies the result."""
 
-WorkloadFn = Callable[[int], Rep]
-"""Prepare a workload at N (inputs, untimed state) and return its repetition."""
+WorkloadFn = Callable[..., Rep]
+"""Prepare a workload at N (inputs, untimed state) and return its repetition: `fn(n)`, and for a staged
+workload (`spec.Workload.staged`) `fn(n, last_metric=name)`, a repetition that stops after that metric."""
 
 
 class WorkloadError(Exception):

@@ -47,15 +47,25 @@ class _Run:
         record = self.records.get((workload, system, n))
         if record is None:
             return "—"
-        if record["status"] != "ok":
-            reason = record["reason"].splitlines()[0] if record["reason"] else record["status"]
-            return "—" + self.notes.mark(f"{spec.SYSTEM_LABELS[system]}: {reason}")
+        unmeasured = _unmeasured(record, metric)
+        if unmeasured is not None:
+            return "—" + self.notes.mark(f"{spec.SYSTEM_LABELS[system]}: {unmeasured}")
         entry = record["result"]["metrics"][metric.name]
         text = _count(entry["ops_per_s"]) if metric.unit == "s" else f"{entry['median']:,.0f}"
         result = record["result"]
         if result["reps"] < result["reps_requested"]:
             text += self.notes.mark(f"{spec.SYSTEM_LABELS[system]}: fewer repetitions (time budget); see latest.json")
         return text
+
+
+def _unmeasured(record: dict[str, Any], metric: spec.Metric) -> str | None:
+    """Why `record` has no figure for `metric` (skipped, failed, or a staged repetition stopped before
+    it), or None when it has one."""
+    if record["status"] != "ok":
+        return str(record["reason"].splitlines()[0] if record["reason"] else record["status"])
+    if metric.name not in record["result"]["metrics"]:
+        return str(record.get("unmeasured", {}).get("reason", "not timed"))
+    return None
 
 
 def _count(ops_per_s: float | None) -> str:
@@ -147,10 +157,11 @@ def _verdict(run: _Run, metric: spec.Metric, target: spec.Target, workload: str,
 
 def _targets(run: _Run, metric: spec.Metric, workload: str, n: int) -> str:
     mine = run.records.get((workload, "lionmsg", n))
-    if mine is not None and mine["status"] != "ok":
+    reason = None if mine is None else _unmeasured(mine, metric)
+    if mine is not None and reason is not None:
         # lionmsg too slow to finish (or broken) is the worst result a row can have, never "n/a"
-        reason = mine["reason"].splitlines()[0] if mine["reason"] else mine["status"]
-        run.misses.append(f"{metric.label}, N={n:,}: not measured — {mine['status']}: {reason}")
+        status = mine["status"] if mine["status"] != "ok" else "cut short"
+        run.misses.append(f"{metric.label}, N={n:,}: not measured — {status}: {reason}")
         return "lionmsg not measured ✗"
     verdicts = []
     for target in metric.targets:

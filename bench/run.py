@@ -10,8 +10,10 @@ a slow spell of the shared host falls on every system alike instead of on whiche
 (identical repetitions here drift by 2x between spells lasting seconds to minutes). A system's size
 whose projected cost (from its smaller sizes) exceeds
 `--max-rep` seconds is skipped, and a worker that outlives `--timeout` is killed: both show as "—" with
-a footnote, so a slow system never hangs the run.
-Exits non-zero when a workload fails, when a lionmsg cell is not measured (skipped as too slow, killed),
+a footnote, so a slow system never hangs the run. A staged workload (the Exchange's send, then collect)
+too slow as a whole at a size has the metrics that fit timed alone there (`--last-metric`).
+Exits non-zero when a workload fails, when a lionmsg cell is not measured (skipped as too slow, killed,
+cut short),
 when the plot cannot be drawn, or, with `--smoke`, when any system's cell is not measured.
 """
 
@@ -95,9 +97,21 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _project(done: list[dict[str, Any]], n: int) -> float | None:
-    """Seconds one repetition (plus setup) would take at n, extrapolated from the measured sizes."""
-    points = [(r["n"], r["result"]["setup_s"] + min(r["result"]["rep_wall_s"])) for r in done if r["status"] == "ok"]
+def _project(done: list[dict[str, Any]], n: int, metrics: list[str] | None = None) -> float | None:
+    """Seconds one repetition (plus setup) would take at n, extrapolated from the measured sizes; with
+    `metrics`, a repetition that times only those (from the sizes where each of them was timed)."""
+    points = []
+    for record in done:
+        if record["status"] != "ok":
+            continue
+        result = record["result"]
+        if metrics is None:
+            if "unmeasured" in record:
+                continue  # its repetitions stopped early: their wall time is not a whole one's
+            points.append((record["n"], result["setup_s"] + min(result["rep_wall_s"])))
+        elif all(name in result["metrics"] for name in metrics):
+            timed = sum(min(result["metrics"][name]["samples"]) for name in metrics)
+            points.append((record["n"], result["setup_s"] + timed))
     if not points:
         return None
     (n1, c1), exponent = points[-1], 1.0
@@ -109,14 +123,23 @@ def _project(done: list[dict[str, Any]], n: int) -> float | None:
 
 
 def _run_worker(
-    system: str, workload: str, n: int, reps: int, share: _Share | None, settings: Settings
+    system: str,
+    workload: str,
+    n: int,
+    reps: int,
+    share: _Share | None,
+    settings: Settings,
+    last_metric: str | None = None,
 ) -> dict[str, Any]:
-    """One worker process; `share` None: a fixed count of repetitions (memory: deterministic, one)."""
+    """One worker process; `share` None: a fixed count of repetitions (memory: deterministic, one);
+    `last_metric`: a staged workload's repetitions stop after it."""
     record: dict[str, Any] = {"workload": workload, "system": system, "n": n, "status": "ok", "reason": ""}
     with tempfile.TemporaryDirectory(prefix="lionmsg-bench-") as tmp:
         out = Path(tmp) / "result.json"
         command = [settings.pythons[system], "-m", "bench.worker", system, workload, str(n)]
         command += ["--reps", str(reps), "--out", str(out)]
+        if last_metric is not None:
+            command += ["--last-metric", last_metric]
         if share is None:
             command += ["--budget", str(settings.budget_s)]
         else:
@@ -194,7 +217,8 @@ def failed_cells(records: list[dict[str, Any]], smoke: bool) -> list[dict[str, A
     return [
         record
         for record in records
-        if record["status"] == "error" or ((smoke or record["system"] == "lionmsg") and record["status"] != "ok")
+        if record["status"] == "error"
+        or ((smoke or record["system"] == "lionmsg") and (record["status"] != "ok" or "unmeasured" in record))
     ]
 
 
@@ -203,10 +227,20 @@ def _next_size(
 ) -> dict[str, Any]:
     """One system's worker at n for one of `rounds` rounds, or why it is skipped (`done`: its runs at
     the smaller sizes)."""
+    timed, unmeasured = list(workload.metrics), None
     projected = _project(done, n)
-    if projected is not None and projected > settings.max_rep_s:
-        reason = f"projected {projected:.3g} s per repetition > {settings.max_rep_s:.3g} s limit"
-        return {"workload": workload.name, "system": system, "n": n, "status": "skipped", "reason": reason}
+    cut_short = bool(done) and "unmeasured" in done[-1]  # a size too slow for a whole repetition: larger ones too
+    if cut_short or (projected is not None and projected > settings.max_rep_s):
+        reason = (
+            f"N={done[-1]['n']:,} was too slow for a whole repetition"
+            if cut_short
+            else f"projected {projected:.3g} s per repetition > {settings.max_rep_s:.3g} s limit"
+        )
+        timed = _affordable_metrics(workload, done, n, settings)
+        if not timed:
+            return {"workload": workload.name, "system": system, "n": n, "status": "skipped", "reason": reason}
+        reason += f"; repetitions stopped after {timed[-1].label}"
+        unmeasured = {"metrics": [metric.name for metric in workload.metrics[len(timed) :]], "reason": reason}
     if done and done[-1]["status"] != "ok":
         reason = f"not run: N={done[-1]['n']:,} was {done[-1]['status']}"
         return {"workload": workload.name, "system": system, "n": n, "status": "skipped", "reason": reason}
@@ -214,7 +248,26 @@ def _next_size(
         return _run_worker(system, workload.name, n, workload.reps, None, settings)
     reps = settings.reps_largest if n == max(settings.sizes) and len(settings.sizes) > 1 else settings.reps
     share = _Share(reps=math.ceil(reps / rounds), budget_s=settings.budget_s / rounds)
-    return _run_worker(system, workload.name, n, share.reps, share, settings)
+    last_metric = None if unmeasured is None else timed[-1].name
+    record = _run_worker(system, workload.name, n, share.reps, share, settings, last_metric)
+    if unmeasured is not None and record["status"] == "ok":
+        record["unmeasured"] = unmeasured
+    return record
+
+
+def _affordable_metrics(
+    workload: spec.Workload, done: list[dict[str, Any]], n: int, settings: Settings
+) -> list[spec.Metric]:
+    """The longest run of a staged workload's first metrics whose repetition is projected within the
+    limit at n (none for a workload that times its metrics together)."""
+    if not workload.staged:
+        return []
+    for count in range(len(workload.metrics) - 1, 0, -1):
+        first = list(workload.metrics[:count])
+        projected = _project(done, n, [metric.name for metric in first])
+        if projected is not None and projected <= settings.max_rep_s:
+            return first
+    return []
 
 
 def _log(record: dict[str, Any]) -> None:
@@ -227,6 +280,8 @@ def _log(record: dict[str, Any]) -> None:
     for name, metric in result["metrics"].items():
         value = f"{metric['per_op_s'] * 1e6:.2f} µs/op" if metric["unit"] == "s" else f"{metric['median']:.0f} B"
         shown.append(f"{name}={value}")
+    if "unmeasured" in record:
+        shown.append(f"not timed: {', '.join(record['unmeasured']['metrics'])} ({record['unmeasured']['reason']})")
     print(
         f"  {where} {record['wall_s']:6.1f} s  reps={result['reps']}  {'  '.join(shown)}", file=sys.stderr, flush=True
     )

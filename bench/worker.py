@@ -37,14 +37,26 @@ def metric_entry(unit: str, ops: int, samples: list[float]) -> dict[str, Any]:
 
 
 def measure(
-    system: str, workload: str, n: int, reps: int, budget_s: float, min_time_s: float = 0.0, max_reps: int | None = None
+    system: str,
+    workload: str,
+    n: int,
+    reps: int,
+    budget_s: float,
+    min_time_s: float = 0.0,
+    max_reps: int | None = None,
+    last_metric: str | None = None,
 ) -> dict[str, Any]:
     load = os.getloadavg()  # other work on the machine distorts timings: recorded so the report can say so
     module = importlib.import_module(f"bench.systems.{system}_side")
     workloads = cast("Mapping[str, WorkloadFn]", module.WORKLOADS)
     describe = cast("Callable[[], dict[str, str]]", module.describe)
     started = perf_counter()
-    rep = workloads[workload](n)
+    if last_metric is None:
+        rep = workloads[workload](n)
+    elif spec.WORKLOADS_BY_NAME[workload].staged:
+        rep = workloads[workload](n, last_metric=last_metric)
+    else:
+        raise ValueError(f"workload {workload!r} times its metrics together: it cannot stop after {last_metric!r}")
     setup_s = perf_counter() - started
     gc.collect()
     gc.freeze()
@@ -79,9 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=40.0, help="stop repeating after this many seconds")
     parser.add_argument("--min-time", type=float, default=0.0, help="repeat past --reps until this many s were kept")
     parser.add_argument("--max-reps", type=int, help="the most repetitions --min-time may add up to")
+    parser.add_argument("--last-metric", help="a staged workload's repetitions stop after this metric")
     parser.add_argument("--out", help="write the JSON result here (default: stdout)")
     args = parser.parse_args(argv)
-    result = measure(args.system, args.workload, args.n, args.reps, args.budget, args.min_time, args.max_reps)
+    result = measure(
+        args.system, args.workload, args.n, args.reps, args.budget, args.min_time, args.max_reps, args.last_metric
+    )
     text = json.dumps(result)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as out:

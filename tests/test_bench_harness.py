@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+from uuid import UUID
+
+import pytest
+
 from bench import spec
-from bench.harness import Rep, Timings, repeat
+from bench.harness import Rep, Timings, WorkloadError, repeat
+from bench.systems.floor_model import FloorExchange, Mail
+from bench.systems.lion_api import exchange_workload
 
 
 def _counting_rep() -> tuple[list[int], Rep]:
@@ -59,3 +67,53 @@ def test_each_repetition_probes_fresh_positions_the_same_for_every_system() -> N
     assert all(len(draw) == 2_000 and all(0 <= i < 100_000 for i in draw) for draw in draws)
     assert len({tuple(draw) for draw in draws}) == 3
     assert len(set(draws[0]) & set(draws[1])) < 100  # ~40 shared of 2,000 by chance
+
+
+@pytest.mark.parametrize("system", ["lionmsg", "floor"])
+@pytest.mark.parametrize("kind", ["direct", "broadcast"])
+def test_an_exchange_repetition_stopped_after_the_sends_times_them_alone_and_checks_the_outboxes(
+    system: str, kind: str
+) -> None:
+    workloads = importlib.import_module(f"bench.systems.{system}_side").WORKLOADS
+    whole = workloads[f"exchange_{kind}"](120)()
+    assert list(whole) == [f"exchange_{kind}_send", f"exchange_{kind}_collect"]
+    sends_only = workloads[f"exchange_{kind}"](120, last_metric=f"exchange_{kind}_send")()
+    assert list(sends_only) == [f"exchange_{kind}_send"]
+    with pytest.raises(ValueError, match=f"the {kind} Exchange workload has no metric 'replace'"):
+        workloads[f"exchange_{kind}"](120, last_metric="replace")
+
+
+class _LosingExchange(FloorExchange):
+    """Drops every tenth message it is asked to send."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent = 0
+
+    def send(self, sender: UUID, recipient: UUID | None, content: Any) -> Mail:
+        self.sent += 1
+        message = Mail(content=content, sender=sender, recipient=recipient)
+        if self.sent % 10:
+            self.mailboxes[sender].outbox.append(message)
+        return message
+
+
+class _ShufflingExchange(FloorExchange):
+    """Queues every message, but each sender's newest first."""
+
+    def send(self, sender: UUID, recipient: UUID | None, content: Any) -> Mail:
+        message = Mail(content=content, sender=sender, recipient=recipient)
+        self.mailboxes[sender].outbox.insert(0, message)
+        return message
+
+
+def test_a_sends_only_repetition_refuses_lost_or_misordered_mail() -> None:
+    def outbox(exchange: FloorExchange, owner: UUID) -> list[Mail]:
+        return exchange.mailboxes[owner].outbox
+
+    lost = exchange_workload(_LosingExchange, 100, True, outbox, "exchange_broadcast_send")
+    with pytest.raises(WorkloadError, match="90 messages queued after 100 broadcast sends"):
+        lost()
+    misordered = exchange_workload(_ShufflingExchange, 100, True, outbox, "exchange_broadcast_send")
+    with pytest.raises(WorkloadError, match=r"broadcast mail of .* misqueued"):
+        misordered()

@@ -177,3 +177,52 @@ def test_a_ratio_from_a_thousand_up_is_a_whole_number_with_separators() -> None:
         f"2,350{X}",
         f"123,000{X}",
     ]
+
+
+def _broadcast(lionagi_send_only_at_100k: bool, lionmsg_send_only_at_100k: bool = False) -> dict[str, Any]:
+    """A run of the broadcast workload (two metrics); a system's 100k cell may have timed its send alone."""
+    rates = {
+        "lionmsg": (300.0, 200.0, 50.0, 20.0),
+        "lionagi": (10.0, 10.0, 0.4, 0.1),
+        "floor": (300.0, 200.0, 6.0, 5.0),
+    }
+    records = []
+    for system, (send_1k, send_100k, collect_1k, collect_100k) in rates.items():
+        for n, send, collect in ((1000, send_1k, collect_1k), (100000, send_100k, collect_100k)):
+            record = _record("exchange_broadcast", "exchange_broadcast_send", system, n, send)
+            record["result"]["metrics"]["exchange_broadcast_collect"] = {
+                "ops_per_s": collect,
+                "per_op_s": 1 / collect,
+                "median": 1.0,
+            }
+            cut = {"lionagi": lionagi_send_only_at_100k, "lionmsg": lionmsg_send_only_at_100k}.get(system, False)
+            if n == 100000 and cut:
+                del record["result"]["metrics"]["exchange_broadcast_collect"]
+                reason = "projected 659 s per repetition > 200 s limit; repetitions stopped after the send"
+                record["unmeasured"] = {"metrics": ["exchange_broadcast_collect"], "reason": reason}
+            records.append(record)
+    document = _document("getitem", {})
+    document["records"] = records
+    return document
+
+
+def test_a_send_timed_alone_is_judged_and_the_collection_it_stopped_before_is_n_a() -> None:
+    text = report.render(_broadcast(lionagi_send_only_at_100k=True))
+    send = f"| Exchange send, broadcast (10 owners) | 100,000 | 200 | 10 | 200 | 20{X} | 1{X} | 1.5{X} |"
+    assert f"{send} ≥10{X} LionAGI ✓ · growth ≤2{X} ✓ |" in text
+    collect = "| Exchange collect_all, broadcast (10 owners, 9 copies each) | 100,000 | 20 | —¹ | 5 | — |"
+    assert f"{collect} 4{X} | 2.5{X} | ≥100{X} LionAGI n/a · growth ≤2{X} ✗ |" in text
+    assert "¹ LionAGI 0.36.0: projected 659 s per repetition > 200 s limit; repetitions stopped after the send" in text
+    assert _misses(text) == [
+        f"- Exchange collect_all, broadcast (10 owners, 9 copies each), N=100,000: growth ≤2{X} — measured 2.5{X} "
+        f"(floor: 1.2{X})"
+    ]
+
+
+def test_a_lionmsg_metric_its_repetition_stopped_before_is_a_miss() -> None:
+    text = report.render(_broadcast(lionagi_send_only_at_100k=False, lionmsg_send_only_at_100k=True))
+    assert (
+        "- Exchange collect_all, broadcast (10 owners, 9 copies each), N=100,000: not measured — cut short: "
+        "projected 659 s per repetition > 200 s limit; repetitions stopped after the send"
+    ) in _misses(text)
+    assert "| —¹ | 0.1 | 5 | — | — | — | lionmsg not measured ✗ |" in text

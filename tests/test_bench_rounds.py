@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from bench import run, spec
+from bench.worker import metric_entry
 
 
 def _settings(rounds: int, sizes: tuple[int, ...] = (1000, 10000)) -> run.Settings:
@@ -80,7 +81,10 @@ def test_a_round_that_did_not_measure_stands_for_the_cell() -> None:
 def _fake_workers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int, Any]]:
     calls: list[tuple[str, int, int, Any]] = []
 
-    def fake(system: str, workload: str, n: int, reps: int, share: Any, settings: run.Settings) -> dict[str, Any]:
+    def fake(
+        system: str, workload: str, n: int, reps: int, share: Any, settings: run.Settings, last_metric: Any = None
+    ) -> dict[str, Any]:
+        assert last_metric is None
         calls.append((system, n, reps, share))
         record = _record([0.001 * n] * reps)
         return {**record, "workload": workload, "system": system, "n": n, "wall_s": 0.1}
@@ -124,3 +128,69 @@ def test_a_skipped_system_is_not_retried_in_later_rounds(monkeypatch: pytest.Mon
     # the size is skipped once, not once per round.
     assert [n for _, n, _, _ in calls] == [10, 10, 10]
     assert [(r["n"], r["status"]) for r in records] == [(10, "ok"), (1_000_000, "skipped")]
+
+
+def _staged_workers(monkeypatch: pytest.MonkeyPatch, per_message: dict[str, float]) -> list[tuple[int, Any]]:
+    """Workers of the broadcast workload whose send and collection take `per_message` seconds a message;
+    a repetition stopped after a metric reports only the metrics up to it."""
+    calls: list[tuple[int, Any]] = []
+    names = [metric.name for metric in spec.WORKLOADS_BY_NAME["exchange_broadcast"].metrics]
+
+    def fake(
+        system: str, workload: str, n: int, reps: int, share: Any, settings: run.Settings, last_metric: Any = None
+    ) -> dict[str, Any]:
+        calls.append((n, last_metric))
+        timed = names if last_metric is None else names[: names.index(last_metric) + 1]
+        result = _result([sum(per_message[name] for name in timed) * n] * reps, setup_s=0.0)
+        result["metrics"] = {name: metric_entry("s", n, [per_message[name] * n] * reps) for name in timed}
+        record = {"workload": workload, "system": system, "n": n, "status": "ok", "reason": "", "result": result}
+        return {**record, "wall_s": 0.1}
+
+    monkeypatch.setattr(run, "_run_worker", fake)
+    return calls
+
+
+def test_a_staged_repetition_too_slow_as_a_whole_still_times_its_first_metric(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # LionAGI's broadcast at 100k: the collection alone is projected at minutes, the send at seconds.
+    per_message = {"exchange_broadcast_send": 0.0001, "exchange_broadcast_collect": 0.01}
+    calls = _staged_workers(monkeypatch, per_message)
+    settings = _settings(rounds=1, sizes=(1_000, 10_000, 100_000, 1_000_000))
+    records = run._workload_runs(spec.WORKLOADS_BY_NAME["exchange_broadcast"], ["lionagi"], settings)
+    # 10.1 s at 1k and 101 s at 10k as a whole; 1,010 s projected at 100k, its send 10 s.
+    assert calls == [
+        (1_000, None),
+        (10_000, None),
+        (100_000, "exchange_broadcast_send"),
+        (1_000_000, "exchange_broadcast_send"),
+    ]
+    by_n = {record["n"]: record for record in records}
+    assert "unmeasured" not in by_n[10_000]
+    assert by_n[100_000]["unmeasured"] == {
+        "metrics": ["exchange_broadcast_collect"],
+        "reason": "projected 1.01e+03 s per repetition > 200 s limit; repetitions stopped after "
+        "Exchange send, broadcast (10 owners)",
+    }
+    # A size after one cut short is cut short too, whatever the (now stale) whole-repetition points say.
+    assert by_n[1_000_000]["unmeasured"]["reason"] == (
+        "N=100,000 was too slow for a whole repetition; repetitions stopped after Exchange send, broadcast (10 owners)"
+    )
+    assert list(by_n[100_000]["result"]["metrics"]) == ["exchange_broadcast_send"]
+
+
+def test_a_staged_repetition_whose_first_metric_is_too_slow_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    per_message = {"exchange_broadcast_send": 0.005, "exchange_broadcast_collect": 0.005}
+    calls = _staged_workers(monkeypatch, per_message)
+    settings = _settings(rounds=1, sizes=(1_000, 10_000, 100_000))
+    records = run._workload_runs(spec.WORKLOADS_BY_NAME["exchange_broadcast"], ["lionagi"], settings)
+    assert calls == [(1_000, None), (10_000, None)]  # 100 s at 10k: its send alone projects to 500 s
+    assert records[-1]["status"] == "skipped"
+    assert records[-1]["reason"] == "projected 1e+03 s per repetition > 200 s limit"
+
+
+def test_a_cut_short_lionmsg_cell_fails_the_run() -> None:
+    cut = {"system": "lionmsg", "status": "ok", "unmeasured": {"metrics": ["x"], "reason": "slow"}}
+    other = {"system": "lionagi", "status": "ok", "unmeasured": {"metrics": ["x"], "reason": "slow"}}
+    assert run.failed_cells([cut, other], smoke=False) == [cut]
+    assert run.failed_cells([cut, other], smoke=True) == [cut, other]

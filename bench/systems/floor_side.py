@@ -13,12 +13,22 @@ from collections.abc import Iterator
 from functools import partial
 from time import perf_counter
 from typing import Any
+from uuid import UUID
 
 import pydantic
 
 from bench import spec
 from bench.harness import Rep, Timings, WorkloadFn, expect, memory_per_item, run_coroutine
-from bench.systems.floor_model import Envelope, FloorExchange, History, InstructionBody, Reply, ResponseBody, UserTurn
+from bench.systems.floor_model import (
+    Envelope,
+    FloorExchange,
+    History,
+    InstructionBody,
+    Mail,
+    Reply,
+    ResponseBody,
+    UserTurn,
+)
 from bench.systems.lion_api import exchange_workload
 
 
@@ -232,6 +242,10 @@ def memory(n: int) -> Rep:
     return partial(memory_per_item, build, n, check)
 
 
+def _outbox(exchange: FloorExchange, owner: UUID) -> list[Mail]:
+    return exchange.mailboxes[owner].outbox
+
+
 WORKLOADS: dict[str, WorkloadFn] = {
     "add_instruction": add_instruction,
     "add_assistant_response": add_assistant_response,
@@ -243,8 +257,8 @@ WORKLOADS: dict[str, WorkloadFn] = {
     "dict_roundtrip": partial(_roundtrip, metric="dict_roundtrip", through_json=False),
     "json_roundtrip": partial(_roundtrip, metric="json_roundtrip", through_json=True),
     "a_add_concurrent": a_add_concurrent,
-    "exchange_direct": partial(exchange_workload, FloorExchange, broadcast=False),
-    "exchange_broadcast": partial(exchange_workload, FloorExchange, broadcast=True),
+    "exchange_direct": partial(exchange_workload, FloorExchange, broadcast=False, outbox=_outbox),
+    "exchange_broadcast": partial(exchange_workload, FloorExchange, broadcast=True, outbox=_outbox),
     "memory": memory,
 }
 

@@ -252,15 +252,35 @@ def a_add_concurrent(api: LionApi, n: int) -> Rep:
     return rep
 
 
-def exchange_workload(make_exchange: Callable[[], Any], n: int, broadcast: bool) -> Rep:
+def exchange_workload(
+    make_exchange: Callable[[], Any],
+    n: int,
+    broadcast: bool,
+    outbox: Callable[[Any, Any], list[Any]],
+    last_metric: str | None = None,
+) -> Rep:
     """100 owners sending n direct messages, or 10 owners broadcasting n; then one collect_all().
-    Shared with the floor, whose exchange has the same four methods."""
+    Shared with the floor, whose exchange has the same four methods; `outbox(exchange, owner)` lists
+    what an owner has queued. With `last_metric` the send metric, a repetition stops after the sends
+    and checks the outboxes instead of the delivered mail."""
     count = spec.BROADCAST_OWNERS if broadcast else spec.DIRECT_OWNERS
     owners = spec.owner_ids(count)
     plan = [(sender, None, content) for sender, content in spec.broadcast_plan(n)] if broadcast else spec.direct_plan(n)
     kind = "broadcast" if broadcast else "direct"
+    send_metric, collect_metric = f"exchange_{kind}_send", f"exchange_{kind}_collect"
+    if last_metric not in (None, send_metric, collect_metric):
+        raise ValueError(f"the {kind} Exchange workload has no metric {last_metric!r}")
     copies = n * (count - 1) if broadcast else n
-    expected = {owner: _mail_by_sender(_sent_to(owner, plan)) for owner in (owners[0], owners[-1])}
+    spot_checked = (owners[0], owners[-1])
+    expected = {owner: _mail_by_sender(_sent_to(owner, plan)) for owner in spot_checked}
+    queued = {owner: _mail_by_sender(_sent_by(owner, plan)) for owner in spot_checked}
+
+    def check_outboxes(exchange: Any) -> None:
+        waiting = sum(len(outbox(exchange, owner)) for owner in owners)
+        expect(waiting == n, f"{waiting} messages queued after {n} {kind} sends")
+        for owner in spot_checked:
+            mail = [(message.sender, message.content) for message in outbox(exchange, owner)]
+            expect(_mail_by_sender(mail) == queued[owner], f"{kind} mail of {owner} misqueued")
 
     def rep() -> Timings:
         exchange = make_exchange()
@@ -271,16 +291,30 @@ def exchange_workload(make_exchange: Callable[[], Any], n: int, broadcast: bool)
         for sender, recipient, content in plan:
             send(sender, recipient, content)
         sent = perf_counter()
+        if last_metric == send_metric:
+            check_outboxes(exchange)
+            return {send_metric: sent - start}
         delivered = run_coroutine(exchange.collect_all)
         collected = perf_counter()
         expect(delivered == n, f"collect_all delivered {delivered} of {n} {kind} messages")
         inboxes = sum(len(exchange.receive(owner)) for owner in owners)
         expect(inboxes == copies, f"{inboxes} messages in inboxes after {n} {kind} sends, expected {copies}")
-        for owner in (owners[0], owners[-1]):
+        for owner in spot_checked:
             expect(_mail_by_sender(_received(exchange, owner)) == expected[owner], f"{kind} mail misrouted to {owner}")
-        return {f"exchange_{kind}_send": sent - start, f"exchange_{kind}_collect": collected - sent}
+        return {send_metric: sent - start, collect_metric: collected - sent}
 
     return rep
+
+
+def flow_outbox(exchange: Any, owner: Any) -> list[Any]:
+    """What `owner` has queued, in an Exchange with LionAGI's API (a Flow per owner, an 'outbox' progression)."""
+    flow = exchange.get(owner)
+    return [flow.items[message_id] for message_id in flow.get_progression("outbox")]
+
+
+def _sent_by(owner: Any, plan: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any]]:
+    """What `owner` sent, as (sender, content), in order."""
+    return [(sender, content) for sender, _, content in plan if sender == owner]
 
 
 def _sent_to(owner: Any, plan: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any]]:
@@ -317,9 +351,13 @@ def memory(api: LionApi, n: int) -> Rep:
     return partial(memory_per_item, build, n, check)
 
 
+def _exchange(api: LionApi, n: int, broadcast: bool, last_metric: str | None = None) -> Rep:
+    return exchange_workload(api.Exchange, n, broadcast, flow_outbox, last_metric)
+
+
 def workloads(api: LionApi) -> dict[str, WorkloadFn]:
     """Every workload of `spec.WORKLOADS`, bound to one implementation."""
-    table: dict[str, Callable[[LionApi, int], Rep]] = {
+    table: dict[str, Callable[..., Rep]] = {
         "add_instruction": add_instruction,
         "add_assistant_response": add_assistant_response,
         "replace": replace,
@@ -330,8 +368,8 @@ def workloads(api: LionApi) -> dict[str, WorkloadFn]:
         "dict_roundtrip": partial(_roundtrip, through_json=False),
         "json_roundtrip": partial(_roundtrip, through_json=True),
         "a_add_concurrent": a_add_concurrent,
-        "exchange_direct": lambda api, n: exchange_workload(api.Exchange, n, broadcast=False),
-        "exchange_broadcast": lambda api, n: exchange_workload(api.Exchange, n, broadcast=True),
+        "exchange_direct": partial(_exchange, broadcast=False),
+        "exchange_broadcast": partial(_exchange, broadcast=True),
         "memory": memory,
     }
     return {name: partial(fn, api) for name, fn in table.items()}
