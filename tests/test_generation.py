@@ -13,7 +13,17 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from generate import OUTPUT_DIR, SCHEMA_DIR, Check, compile_check, render_all, stale_report
+from generate import (
+    OUTPUT_DIR,
+    SCHEMA_DIR,
+    Check,
+    SchemaFileError,
+    SchemaSet,
+    compile_check,
+    render_all,
+    render_messages,
+    stale_report,
+)
 from jsonschema.validators import Draft202012Validator
 
 from lionmsg import MessageRole
@@ -59,6 +69,15 @@ def test_editing_a_generated_line_is_reported_with_a_diff(tmp_path: Path, render
     assert report.startswith(f"--- {copy}/roles.py (on disk)\n+++ {copy}/roles.py (from schemas)\n")
     assert '-    USER = "human"' in report
     assert '+    USER = "user"' in report
+
+
+def test_a_generated_file_with_crlf_line_ends_is_stale_and_says_why(tmp_path: Path, rendered: dict[str, str]) -> None:
+    # Review cq 7: the check read files with universal newlines, so a CRLF copy passed as up to date.
+    copy = tmp_path / "generated"
+    shutil.copytree(OUTPUT_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / "roles.py"
+    target.write_bytes(target.read_bytes().replace(b"\n", b"\r\n"))
+    assert stale_report(rendered, copy) == f"{copy}/roles.py: its lines end in CRLF; generated files end them in LF\n"
 
 
 def _check_command(out: Path) -> subprocess.CompletedProcess[str]:
@@ -127,6 +146,12 @@ def modified_package(tmp_path: Path) -> Iterator[ModuleType]:
     data["properties"]["recipient"] = {"default": "assistant"}
     kind.write_text(json.dumps(data))
 
+    roles = schemas / "role.schema.json"
+    data = json.loads(roles.read_text())
+    data["x-enum-varnames"][data["enum"].index("user")] = "HUMAN"  # members renamed, their values kept
+    data["x-enum-varnames"][data["enum"].index("assistant")] = "MODEL"
+    roles.write_text(json.dumps(data))
+
     package = tmp_path / "pkg" / "regenerated"
     package.mkdir(parents=True)
     for name, text in render_all(schemas).items():
@@ -187,6 +212,30 @@ def test_the_choices_of_every_content_class_are_its_schemas_enums() -> None:
     # The renderer reads image_detail's values there: an enum the generator does not see (under anyOf,
     # say) would leave it a KeyError at render time.
     assert "image_detail" in content.InstructionContent._CHOICES
+
+
+def test_a_renamed_role_member_is_the_name_every_message_class_uses(modified_package: ModuleType) -> None:
+    # Review cq 9: the kinds' fixed roles were spelled from the role's value (MessageRole.USER), so
+    # renaming the member in x-enum-varnames generated classes that failed at import.
+    roles = importlib.import_module("regenerated.roles")
+    assert roles.MessageRole.HUMAN.value == "user"
+    assert not hasattr(roles.MessageRole, "USER")
+    instruction = modified_package.Instruction()
+    assert instruction.role is roles.MessageRole.HUMAN
+    assert instruction.recipient is roles.MessageRole.MODEL  # a default names its member through the same table
+    assert modified_package.AssistantResponse().role is roles.MessageRole.MODEL
+    assert modified_package.Instruction.from_dict(instruction.to_dict()).role is roles.MessageRole.HUMAN
+
+
+def test_a_kind_whose_role_is_no_role_is_refused_by_name(tmp_path: Path) -> None:
+    schemas = tmp_path / "schemas"
+    shutil.copytree(SCHEMA_DIR, schemas)
+    kind = schemas / "messages" / "system.schema.json"
+    data = json.loads(kind.read_text())
+    data["properties"]["role"]["const"] = "narrator"
+    kind.write_text(json.dumps(data))
+    with pytest.raises(SchemaFileError, match=r"^messages/system.schema.json: role 'narrator' is not one of "):
+        render_messages(SchemaSet.load(schemas))
 
 
 def test_a_changed_kind_default_changes_the_message_class(modified_package: ModuleType) -> None:

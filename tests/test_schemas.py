@@ -202,6 +202,15 @@ def test_a_schema_file_that_is_not_json_is_named_by_every_tool(schema_copy: Path
         assert ": line 1 column " in done.stderr, (tool, done.stderr)
 
 
+def test_a_bundle_with_crlf_line_ends_fails_the_bundle_check(schema_copy: Path) -> None:
+    # Review cq 7: the bundle was compared as text read with universal newlines.
+    command = [sys.executable, str(SCHEMA_DIR.parent / "tools" / "bundle.py"), "--check", "--schemas", str(schema_copy)]
+    bundle = schema_copy / "bundle.json"
+    bundle.write_bytes(bundle.read_bytes().replace(b"\n", b"\r\n"))
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stderr) == (1, f"{bundle} is stale: run `make bundle`\n")
+
+
 def test_a_schema_change_without_a_version_bump_fails_the_bundle_check(schema_copy: Path) -> None:
     """The version promise (README) is checked: any change to a schema file changes the set's digest,
     and `bundle.py --check` names the digest to record with the bumped version."""

@@ -126,11 +126,11 @@ def main(argv: list[str] | None = None) -> int:
         if problem is not None:
             print(problem, file=sys.stderr)
             return 1
-        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+        if not target.is_file() or target.read_bytes() != text.encode("utf-8"):  # CRLF line ends too
             print(f"{target} is stale: run `make bundle`", file=sys.stderr)
             return 1
         return 0
-    target.write_text(text, encoding="utf-8")
+    target.write_text(text, encoding="utf-8", newline="\n")
     return 0
 
 

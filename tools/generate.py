@@ -263,14 +263,26 @@ def _jinja() -> jinja2.Environment:
     return env
 
 
-def _python_default(value: Any, schemas: SchemaSet) -> str:
-    """A record default as Python source for the envelope fields: a role (role.schema.json's enum) as
-    its MessageRole member."""
+def _role_members(schemas: SchemaSet) -> dict[str, str]:
+    """Each role (role.schema.json's enum) with the name of its MessageRole member (its x-enum-varnames)."""
     role = schemas.get("role.schema.json")
-    members = dict(zip(role["enum"], role["x-enum-varnames"], strict=True))
+    return dict(zip(role["enum"], role["x-enum-varnames"], strict=True))
+
+
+def _python_default(value: Any, schemas: SchemaSet) -> str:
+    """A record default as Python source for the envelope fields: a role as its MessageRole member."""
+    members = _role_members(schemas)
     if isinstance(value, str) and value in members:
         return f"MessageRole.{members[value]}"
     return repr(value)
+
+
+def _role_member(file: str, role: Any, schemas: SchemaSet) -> str:
+    """A kind's fixed role (its schema's `role.const`) as Python source: its MessageRole member."""
+    members = _role_members(schemas)
+    if not isinstance(role, str) or role not in members:
+        raise SchemaFileError(f"{file}: role {role!r} is not one of role.schema.json's roles ({', '.join(members)})")
+    return f"MessageRole.{members[role]}"
 
 
 def render_roles(schemas: SchemaSet) -> str:
@@ -365,7 +377,7 @@ class Kind:
     name: str
     schema_file: str
     description: str
-    role: str
+    role_member: str  # its role as Python source, `MessageRole.USER`
     content_class: str | None
     content_description: str
     sender_default: str
@@ -388,7 +400,7 @@ def _kinds(schemas: SchemaSet) -> Iterator[Kind]:
             name=schema["title"],
             schema_file=file,
             description=schema["description"],
-            role=props["role"]["const"],
+            role_member=_role_member(file, props["role"]["const"], schemas),
             content_class=content_class,
             content_description=props["content"].get("description", envelope["content"]["description"]),
             sender_default=_python_default(props.get("sender", envelope["sender"])["default"], schemas),
@@ -469,14 +481,17 @@ def _modules(output_dir: Path) -> list[Path]:
 
 
 def stale_report(rendered: Mapping[str, str], output_dir: Path) -> str:
-    """A unified diff between what is on disk and what the schemas render; empty when up to date."""
-    on_disk = {p.name: p.read_text(encoding="utf-8") for p in _modules(output_dir)}
+    """A unified diff between what is on disk and what the schemas render; empty when up to date.
+    Byte for byte: a file whose lines end in CRLF is stale too (it says so, as the diff cannot show it)."""
+    on_disk = {p.name: p.read_bytes().decode("utf-8") for p in _modules(output_dir)}
     where = output_dir.resolve()
     shown = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where  # the path to open and fix
     lines: list[str] = []
     for name in sorted(set(rendered) | set(on_disk)):
         old, new = on_disk.get(name, ""), rendered.get(name, "")
-        if old != new:
+        if old != new and old.replace("\r\n", "\n") == new:
+            lines.append(f"{shown}/{name}: its lines end in CRLF; generated files end them in LF\n")
+        elif old != new:
             lines += difflib.unified_diff(
                 old.splitlines(keepends=True), new.splitlines(keepends=True),
                 f"{shown}/{name} (on disk)", f"{shown}/{name} (from schemas)",
@@ -506,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     for stale in {p.name for p in _modules(args.out)} - set(rendered):
         (args.out / stale).unlink()
     for name, text in rendered.items():
-        (args.out / name).write_text(text, encoding="utf-8")
+        (args.out / name).write_text(text, encoding="utf-8", newline="\n")  # LF on every platform
     return 0
 
 
