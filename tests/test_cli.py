@@ -11,6 +11,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from lionmsg import Message, MessageManager
 from lionmsg.cli import main
 from lionmsg.runtime.render.table import address_label, conversation_table
 from lionmsg.runtime.wire import loads_json
+from lionmsg.schema import files
 from lionmsg.schema.files import KINDS, schema_dir, schema_names
 from lionmsg.schema.strategies import EDGE_KEY
 from lionmsg.schema.validator import RecordValidator
@@ -117,6 +119,35 @@ def test_schema_bundle_is_the_published_bundle_byte_for_byte() -> None:
     assert status == 0
     assert out == (REPO / "schemas" / "bundle.json").read_text(encoding="utf-8")
     assert schema_dir() == REPO / "schemas"
+
+
+def _layout(root: Path, *, checkout: bool, stray_copy: bool) -> Path:
+    """A package directory `root/lionmsg` with the schemas where a checkout or a wheel keeps them."""
+    package = root / "lionmsg"
+    package.mkdir(parents=True)
+    if checkout:
+        (root / "pyproject.toml").write_text("[project]\nname = 'lionmsg'\n")
+        shutil.copytree(REPO / "schemas", root / "schemas")
+    if stray_copy or not checkout:
+        (package / "_schemas").mkdir()
+        (package / "_schemas" / "bundle.json").write_text('{"title": "a stale copy"}')
+    return package
+
+
+def test_a_checkout_reads_its_own_schemas_even_beside_a_stray_package_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Review cq 8: a leftover lionmsg/_schemas/ in a checkout silently stood in for schemas/.
+    monkeypatch.setattr(files, "_PACKAGE", _layout(tmp_path, checkout=True, stray_copy=True))
+    assert files.schema_dir() == tmp_path / "schemas"
+
+
+def test_an_installed_package_reads_the_copy_it_carries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(files, "_PACKAGE", _layout(tmp_path, checkout=False, stray_copy=False))
+    assert files.schema_dir() == tmp_path / "lionmsg" / "_schemas"
+    shutil.rmtree(tmp_path / "lionmsg" / "_schemas")
+    with pytest.raises(FileNotFoundError, match=f"^no lionmsg schemas at {tmp_path}/lionmsg/_schemas "):
+        files.schema_dir()
 
 
 def test_schema_list_names_every_schema_file_and_the_bundle() -> None:

@@ -1,7 +1,9 @@
 """Where the schema files are and how to read them.
 
 An installed wheel carries them as `lionmsg/_schemas/`; a source checkout (an editable install, the
-tests) reads the repository's `schemas/` directly, so there is one copy to edit.
+tests) reads the repository's `schemas/` directly, so there is one copy to edit: a checkout is the
+package beside a `pyproject.toml`, and there a stray `lionmsg/_schemas/` (an unpacked wheel, an older
+layout) is never read.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 
 def schema_dir() -> Path:
     """The directory holding the schema files and the bundle."""
-    for candidate in (_PACKAGE / "_schemas", _PACKAGE.parent / "schemas"):
-        if (candidate / BUNDLE_NAME).is_file():
-            return candidate
-    raise FileNotFoundError(f"no lionmsg schemas next to {_PACKAGE} (expected _schemas/ or ../schemas/)")
+    checkout = (_PACKAGE.parent / "pyproject.toml").is_file()
+    candidate = _PACKAGE.parent / "schemas" if checkout else _PACKAGE / "_schemas"
+    if (candidate / BUNDLE_NAME).is_file():
+        return candidate
+    raise FileNotFoundError(f"no lionmsg schemas at {candidate} (lionmsg at {_PACKAGE})")
 
 
 def schema_names() -> list[str]:
