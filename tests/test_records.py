@@ -442,7 +442,7 @@ def test_lion_class_in_any_mapping_is_checked_and_dropped(form: Callable[[dict[A
     ):
         with pytest.raises(ValidationError, match="Metadata class mismatch: lion_class 'System'") as raised:
             build(wrong)
-        assert _loc(raised.value) == ("metadata",)
+        assert _loc(raised.value) == ("metadata", "lion_class")  # where from_dict locates it too (review ck F2)
         message = build(right)
         assert message.metadata == {"k": 1}
         assert Instruction.from_dict(message.to_dict()) == message
@@ -451,6 +451,35 @@ def test_lion_class_in_any_mapping_is_checked_and_dropped(form: Callable[[dict[A
     with pytest.raises(ValidationError):
         message.metadata = wrong
     assert message.metadata == {}
+
+
+@pytest.mark.parametrize(
+    ("content", "loc", "message"),
+    [
+        ({"zzz": 1}, ("content", "zzz"), "InstructionContent has no field(s) 'zzz'"),
+        ({"zzz": 1, "aaa": 2}, ("content", "aaa"), "InstructionContent has no field(s) 'aaa', 'zzz'"),
+        ({"instruction": 5}, ("content", "instruction"), "InstructionContent.instruction must be a string or null"),
+        ({"images": ["AAAA", 7]}, ("content", "images"), "InstructionContent.images"),
+    ],
+    ids=["unknown", "two-unknown", "wrong-type", "bad-item"],
+)
+def test_python_input_locates_a_content_error_at_its_field_as_from_dict_does(
+    content: dict[str, Any], loc: tuple[str, ...], message: str
+) -> None:
+    # Review ck F2: the constructor and model_validate located these at ("content",) only.
+    for build in (
+        lambda: Instruction(content=content),
+        lambda: Instruction.model_validate({"content": content}),
+    ):
+        with pytest.raises(ValidationError) as raised:
+            build()
+        (error,) = raised.value.errors(include_url=False)
+        assert error["loc"] == loc
+        assert error["msg"].startswith(message)
+    record = Instruction(content={}).to_dict()
+    with pytest.raises(ValidationError) as raised:
+        Instruction.from_dict({**record, "content": content})
+    assert _loc(raised.value) == loc
 
 
 def test_lion_class_spelled_as_bytes_is_the_discriminator_too() -> None:

@@ -231,7 +231,10 @@ class Element(BaseModel):
         if isinstance(value, Mapping) and "lion_class" in value:
             named = value["lion_class"]
             if not isinstance(named, str) or lion_class_name(named) != cls.__name__:
-                raise ValueError(f"Metadata class mismatch: lion_class {named!r} does not name {cls.__name__}")
+                # Located at ("metadata", "lion_class") as `from_dict` locates it: pydantic puts this
+                # error's place under the field's.
+                message = f"Metadata class mismatch: lion_class {named!r} does not name {cls.__name__}"
+                raise record_error(cls, ("lion_class",), message, named)
             value = {key: item for key, item in value.items() if key != "lion_class"}
         return value
 

@@ -150,13 +150,18 @@ def _merged_extra(metadata: dict[str, Any], values: dict[str, Any]) -> dict[str,
 
 def coerce_content(content_type: type[C], value: Any) -> C:
     """A typed kind's content from Python input: its dataclass as is, a dict through `from_dict`,
-    None as empty content; anything else is a TypeError (ADR-0006 D1)."""
+    None as empty content; anything else is a TypeError (ADR-0006 D1). A field the dict gets wrong is
+    a ValidationError located at that field, which pydantic puts under `content` (as `from_dict` of a
+    record does)."""
     if isinstance(value, content_type):
         return value
     if value is None:
         return content_type()
     if isinstance(value, dict):
-        return content_type.from_dict(value)
+        try:
+            return content_type.from_dict(value)
+        except RecordFieldError as exc:
+            raise record_error(content_type, (exc.field,), str(exc), exc.value) from None
     raise TypeError(f"content must be dict or {content_type.__name__} instance")
 
 

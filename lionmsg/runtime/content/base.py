@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, MutableMapping, MutableSequence
+from collections.abc import Callable, Collection, Iterator, Mapping, MutableMapping, MutableSequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic_core import to_jsonable_python
@@ -112,14 +112,16 @@ class MessageContent:
                 return made
         if not isinstance(data, Mapping):
             raise TypeError(f"{cls.__name__}.from_dict takes a mapping of field values, got {type(data).__name__}")
-        cls._check_input_names(data.keys())
+        cls._check_input_names(data)
         return cls._from_input(_owned(data))
 
     @classmethod
-    def _check_input_names(cls, names: Iterable[str]) -> None:
-        unknown = set(names) - cls.input_names()
+    def _check_input_names(cls, given: Mapping[str, Any]) -> None:
+        unknown = given.keys() - cls.input_names()
         if unknown:
-            raise ValueError(f"{cls.__name__} has no field(s) {', '.join(map(repr, sorted_names(unknown)))}")
+            ordered = sorted_names(unknown)  # the first is where a ValidationError locates it (coerce_content)
+            message = f"{cls.__name__} has no field(s) {', '.join(map(repr, ordered))}"
+            raise RecordFieldError(ordered[0], message, given[ordered[0]])
 
     @classmethod
     def _from_input(cls, data: dict[str, Any]) -> Self:
