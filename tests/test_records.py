@@ -482,6 +482,30 @@ def test_python_input_locates_a_content_error_at_its_field_as_from_dict_does(
     assert _loc(raised.value) == loc
 
 
+@pytest.mark.parametrize(
+    ("cls", "content", "loc", "message"),
+    [
+        (ActionRequest, {"function": 5}, ("content", "function"), "Function must be a string or callable"),
+        (ActionRequest, {"function": "f", "arguments": [1]}, ("content", "arguments"), "Arguments must be a dict"),
+        (Instruction, {"handle_context": "x"}, ("content", "handle_context"), "handle_context must be either"),
+        (Instruction, {"response_format": 5}, ("content", "response_format"), "response_format must be a dict"),
+        (Instruction, {"structure": 5}, ("content", "structure"), "structure must be None, a string or a class"),
+    ],
+    ids=["function", "arguments", "handle-context", "response-format", "structure"],
+)
+def test_an_input_rule_a_content_field_breaks_is_located_at_that_field(
+    cls: type[Any], content: dict[str, Any], loc: tuple[str, ...], message: str
+) -> None:
+    # Review ct 1: these input rules raised a plain ValueError, located at ("content",) only.
+    for build in (lambda: cls(content=content), lambda: cls.model_validate({"content": content})):
+        with pytest.raises(ValidationError) as raised:
+            build()
+        (error,) = raised.value.errors(include_url=False)
+        assert (error["loc"], error["msg"][: len(message)]) == (loc, message)
+    with pytest.raises(ValueError, match=message):  # the content's own road: the same ValueError text
+        cls._content_type.from_dict(content)
+
+
 def test_lion_class_spelled_as_bytes_is_the_discriminator_too() -> None:
     record = Instruction(content={}).to_dict()
     record["metadata"] = {b"lion_class": "System"}  # pydantic reads a bytes key as its text

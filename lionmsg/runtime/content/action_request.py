@@ -9,6 +9,7 @@ from lionmsg.runtime.content.base import MessageContent, owned_copy
 from lionmsg.runtime.content.ids import record_id
 from lionmsg.runtime.fuzzy import fuzzy_dict
 from lionmsg.runtime.render.minimal_yaml import minimal_yaml
+from lionmsg.runtime.wire import RecordFieldError
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -51,9 +52,17 @@ class ActionRequestBehaviour(MessageContent):
         return cls._from_owned(data)
 
     def _normalize(self) -> None:
-        self.function = function_name(self.function)
+        # A refusal names its field (RecordFieldError), so a ValidationError locates it there, as a
+        # record's: ("content", "function").
+        try:
+            self.function = function_name(self.function)
+        except ValueError as exc:
+            raise RecordFieldError("function", str(exc), self.function) from None
         if not isinstance(self.arguments, dict):
-            self.arguments = fuzzy_dict(self.arguments)
+            try:
+                self.arguments = fuzzy_dict(self.arguments)
+            except ValueError as exc:
+                raise RecordFieldError("arguments", str(exc), self.arguments) from None
         self.action_response_id = record_id(self.action_response_id)
 
     @property

@@ -86,7 +86,9 @@ class InstructionBehaviour(MessageContent):
     def _from_input(cls, data: dict[str, Any]) -> Self:
         handle_context = data.pop("handle_context", "extend")
         if handle_context not in _HANDLE_CONTEXT:
-            raise ValueError("handle_context must be either 'extend' or 'replace'")
+            raise RecordFieldError(
+                "handle_context", "handle_context must be either 'extend' or 'replace'", handle_context
+            )
         if "context" in data:
             context = data.pop("context")
             if type(context) is not list:  # a list is taken as it is: _normalize() copies prompt_context
@@ -125,8 +127,14 @@ class InstructionBehaviour(MessageContent):
             if problem is not None:
                 raise RecordFieldError("images", f"InstructionContent.images[{index}]: {problem}", ref)
         structure = self.structure
-        self.structure = JsonStructure if structure is None else resolve_structure(structure)
-        self._derive()
+        try:  # refusals name their field, as the images' do (see ActionRequestBehaviour._normalize)
+            self.structure = JsonStructure if structure is None else resolve_structure(structure)
+        except ValueError as exc:
+            raise RecordFieldError("structure", str(exc), structure) from None
+        try:
+            self._derive()
+        except ValueError as exc:
+            raise RecordFieldError("response_format", str(exc), self.response_format) from None
 
     def _derive(self) -> None:
         # Built with the content, so a structure class that rejects the format fails there; kept with
