@@ -121,12 +121,13 @@ def test_schema_bundle_is_the_published_bundle_byte_for_byte() -> None:
     assert schema_dir() == REPO / "schemas"
 
 
-def _layout(root: Path, *, checkout: bool, stray_copy: bool) -> Path:
-    """A package directory `root/lionmsg` with the schemas where a checkout or a wheel keeps them."""
+def _layout(root: Path, *, checkout: bool, stray_copy: bool, project: str = "lionmsg") -> Path:
+    """A package directory `root/lionmsg` with the schemas where a checkout (`project`'s repository)
+    or a wheel keeps them."""
     package = root / "lionmsg"
     package.mkdir(parents=True)
     if checkout:
-        (root / "pyproject.toml").write_text("[project]\nname = 'lionmsg'\n")
+        (root / "pyproject.toml").write_text(f"[project]\nname = '{project}'\n")
         shutil.copytree(REPO / "schemas", root / "schemas")
     if stray_copy or not checkout:
         (package / "_schemas").mkdir()
@@ -140,6 +141,21 @@ def test_a_checkout_reads_its_own_schemas_even_beside_a_stray_package_copy(
     # Review cq 8: a leftover lionmsg/_schemas/ in a checkout silently stood in for schemas/.
     monkeypatch.setattr(files, "_PACKAGE", _layout(tmp_path, checkout=True, stray_copy=True))
     assert files.schema_dir() == tmp_path / "schemas"
+
+
+def test_a_copy_beside_another_projects_pyproject_and_schemas_reads_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Review ct 2: `pip install -t .` or a vendored copy in an application's root read the application's
+    # schemas/bundle.json as lionmsg's (or failed without one).
+    package = _layout(tmp_path, checkout=True, stray_copy=True, project="myapp")
+    monkeypatch.setattr(files, "_PACKAGE", package)
+    assert files.schema_dir() == package / "_schemas"
+    # lionmsg's own pyproject.toml without schemas/bundle.json beside it is no checkout either.
+    package = _layout(tmp_path / "other", checkout=False, stray_copy=False)
+    (tmp_path / "other" / "pyproject.toml").write_text('[project]\nname = "lionmsg"\n')
+    monkeypatch.setattr(files, "_PACKAGE", package)
+    assert files.schema_dir() == package / "_schemas"
 
 
 def test_an_installed_package_reads_the_copy_it_carries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

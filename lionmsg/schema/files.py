@@ -2,13 +2,15 @@
 
 An installed wheel carries them as `lionmsg/_schemas/`; a source checkout (an editable install, the
 tests) reads the repository's `schemas/` directly, so there is one copy to edit: a checkout is the
-package beside a `pyproject.toml`, and there a stray `lionmsg/_schemas/` (an unpacked wheel, an older
-layout) is never read.
+package beside lionmsg's own `pyproject.toml` and `schemas/bundle.json`, and there a stray
+`lionmsg/_schemas/` (an unpacked wheel, an older layout) is never read. Anywhere else (an installed or
+vendored copy beside another project's pyproject.toml and schemas/) the package reads its own copy.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -33,11 +35,24 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 
 def schema_dir() -> Path:
     """The directory holding the schema files and the bundle."""
-    checkout = (_PACKAGE.parent / "pyproject.toml").is_file()
-    candidate = _PACKAGE.parent / "schemas" if checkout else _PACKAGE / "_schemas"
+    candidate = _PACKAGE.parent / "schemas" if _is_checkout(_PACKAGE.parent) else _PACKAGE / "_schemas"
     if (candidate / BUNDLE_NAME).is_file():
         return candidate
     raise FileNotFoundError(f"no lionmsg schemas at {candidate} (lionmsg at {_PACKAGE})")
+
+
+_THIS_PROJECT = re.compile(r"""^name\s*=\s*["']lionmsg["']\s*(?:#.*)?$""", re.MULTILINE)
+
+
+@cache
+def _is_checkout(root: Path) -> bool:
+    """Whether `root` is lionmsg's repository: its pyproject.toml names this project, and its schemas/
+    holds the bundle."""
+    try:
+        project = (root / "pyproject.toml").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return _THIS_PROJECT.search(project) is not None and (root / "schemas" / BUNDLE_NAME).is_file()
 
 
 def schema_names() -> list[str]:
