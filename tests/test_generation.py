@@ -77,7 +77,16 @@ def test_a_generated_file_with_crlf_line_ends_is_stale_and_says_why(tmp_path: Pa
     shutil.copytree(OUTPUT_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
     target = copy / "roles.py"
     target.write_bytes(target.read_bytes().replace(b"\n", b"\r\n"))
-    assert stale_report(rendered, copy) == f"{copy}/roles.py: its lines end in CRLF; generated files end them in LF\n"
+    crlf = f"{copy}/roles.py: its lines end in CRLF; generated files end them in LF\n"
+    assert stale_report(rendered, copy) == crlf
+    # Edited as well: the line ends are named, and the diff shows the edit alone (review ct 7).
+    target.write_bytes(target.read_bytes().replace(b'USER = "user"', b'USER = "human"'))
+    report = stale_report(rendered, copy)
+    assert report.startswith(crlf + f"--- {copy}/roles.py (on disk)\n")
+    assert [line for line in report.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")] == [
+        '-    USER = "human"',
+        '+    USER = "user"',
+    ]
 
 
 def _check_command(out: Path) -> subprocess.CompletedProcess[str]:
@@ -225,6 +234,30 @@ def test_a_renamed_role_member_is_the_name_every_message_class_uses(modified_pac
     assert instruction.recipient is roles.MessageRole.MODEL  # a default names its member through the same table
     assert modified_package.AssistantResponse().role is roles.MessageRole.MODEL
     assert modified_package.Instruction.from_dict(instruction.to_dict()).role is roles.MessageRole.HUMAN
+
+
+def test_a_renamed_unset_member_declares_no_more_routing_overrides(tmp_path: Path) -> None:
+    # Review ct 8: the template compared the kinds' defaults with the literal "MessageRole.UNSET", so
+    # renaming that member re-declared sender and recipient in every typed kind.
+    schemas = tmp_path / "schemas"
+    shutil.copytree(SCHEMA_DIR, schemas)
+    roles = schemas / "role.schema.json"
+    data = json.loads(roles.read_text())
+    data["x-enum-varnames"][data["enum"].index("unset")] = "NOBODY"
+    roles.write_text(json.dumps(data))
+    renamed = render_messages(SchemaSet.load(schemas))
+
+    def overrides(text: str) -> list[str]:
+        return [
+            line.split("default=")[1].split(",")[0]
+            for line in text.splitlines()
+            if "= Field(default=MessageRole." in line
+        ]
+
+    original = render_messages(SchemaSet.load(SCHEMA_DIR))  # both before formatting: a field on one line
+    assert len(overrides(original)) == 5  # the generic Message's two, and three the typed kinds change
+    assert overrides(renamed) == [default.replace("UNSET", "NOBODY") for default in overrides(original)]
+    assert "MessageRole.UNSET" not in renamed
 
 
 def test_a_kind_whose_role_is_no_role_is_refused_by_name(tmp_path: Path) -> None:

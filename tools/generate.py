@@ -435,6 +435,11 @@ def render_messages(schemas: SchemaSet) -> str:
             header=_header(sources, "messages.py.jinja"),
             kinds=kinds,
             envelope=envelope["properties"],
+            # The envelope's own routing defaults: a kind declares the fields again only to change them.
+            inherited={
+                name: _python_default(envelope["properties"][name]["default"], schemas)
+                for name in ("sender", "recipient")
+            },
             base_id=schemas.get("record.schema.json")["$id"].rsplit("/", 1)[0] + "/",
         )
     )
@@ -489,9 +494,12 @@ def stale_report(rendered: Mapping[str, str], output_dir: Path) -> str:
     lines: list[str] = []
     for name in sorted(set(rendered) | set(on_disk)):
         old, new = on_disk.get(name, ""), rendered.get(name, "")
-        if old != new and old.replace("\r\n", "\n") == new:
+        if old == new:
+            continue
+        if "\r\n" in old:
             lines.append(f"{shown}/{name}: its lines end in CRLF; generated files end them in LF\n")
-        elif old != new:
+            old = old.replace("\r\n", "\n")
+        if old != new:
             lines += difflib.unified_diff(
                 old.splitlines(keepends=True), new.splitlines(keepends=True),
                 f"{shown}/{name} (on disk)", f"{shown}/{name} (from schemas)",
