@@ -111,7 +111,11 @@ def _project(done: list[dict[str, Any]], n: int, metrics: list[str] | None = Non
             points.append((record["n"], result["setup_s"] + min(result["rep_wall_s"])))
         elif all(name in result["metrics"] for name in metrics):
             timed = sum(min(result["metrics"][name]["samples"]) for name in metrics)
-            points.append((record["n"], result["setup_s"] + timed))
+            # The repetition's untimed part too (its checks, dropping what it made), as that record
+            # spent it: more than a shorter repetition's, so the projection errs long, never short.
+            every = sum(min(metric["samples"]) for metric in result["metrics"].values())
+            untimed = max(0.0, min(result["rep_wall_s"]) - every)
+            points.append((record["n"], result["setup_s"] + timed + untimed))
     if not points:
         return None
     (n1, c1), exponent = points[-1], 1.0
@@ -212,14 +216,24 @@ def merge_rounds(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def failed_cells(records: list[dict[str, Any]], smoke: bool) -> list[dict[str, Any]]:
     """The cells that fail a run: any system's error, and a lionmsg cell left unmeasured (skipped as too
-    slow, killed), which the report counts as a miss; in a smoke run, anything not measured. Another
-    system too slow at the largest size (LionAGI's broadcast collection) is expected and only skipped."""
+    slow, killed, or cut short: some of its metrics not timed), which the report counts as a miss; in a
+    smoke run, anything not measured. Another system too slow at the largest size (LionAGI's broadcast
+    collection) is expected and only skipped or cut short."""
     return [
         record
         for record in records
         if record["status"] == "error"
         or ((smoke or record["system"] == "lionmsg") and (record["status"] != "ok" or "unmeasured" in record))
     ]
+
+
+def failure_line(failure: dict[str, Any]) -> str:
+    """What the driver prints for one of `failed_cells` (or a failure of the run itself, the plot's)."""
+    where = f"{failure.get('workload', '')} {failure.get('system', '')} N={failure.get('n', '')}"
+    if failure["status"] == "ok":  # cut short: measured, but not every metric
+        cut = failure["unmeasured"]
+        return f"FAILED {where}: cut short, {', '.join(cut['metrics'])} not timed: {cut['reason']}"
+    return f"FAILED {where}: {failure['status']}: {failure['reason']}"
 
 
 def _next_size(
@@ -386,8 +400,7 @@ def main(argv: list[str] | None = None) -> int:
             if problem is not None:
                 failures.append({"status": "error", "reason": f"plot failed: {problem}"})
     for failure in failures:
-        where = f"{failure.get('workload', '')} {failure.get('system', '')} N={failure.get('n', '')}"
-        print(f"FAILED {where}: {failure['status']}: {failure['reason']}", file=sys.stderr)
+        print(failure_line(failure), file=sys.stderr)
     print(f"wrote {md_path}, {json_path}" + ("" if args.no_plot else f", {png_path}"), file=sys.stderr)
     return 1 if failures else 0
 

@@ -101,7 +101,7 @@ class Workload:
     warmup: bool = True  # False: a warm-up would hand the measured build memory already freed once (RSS)
     # Its metrics are timed one after another within a repetition, and a repetition may stop after any
     # of them (`--last-metric`): a system whose whole repetition is too slow at a size still has its
-    # first metrics timed there (LionAGI's broadcast send at 100k, ~15 s, before a ~660 s collection).
+    # first metrics timed there (LionAGI's broadcast send at 100k, ~12 s, before a ~600 s collection).
     staged: bool = False
 
 

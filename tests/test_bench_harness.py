@@ -107,7 +107,16 @@ class _ShufflingExchange(FloorExchange):
         return message
 
 
-def test_a_sends_only_repetition_refuses_lost_or_misordered_mail() -> None:
+class _MisaddressingExchange(FloorExchange):
+    """Queues every message in order, but addressed back to its own sender."""
+
+    def send(self, sender: UUID, recipient: UUID | None, content: Any) -> Mail:
+        message = Mail(content=content, sender=sender, recipient=sender)
+        self.mailboxes[sender].outbox.append(message)
+        return message
+
+
+def test_a_sends_only_repetition_refuses_lost_misordered_or_misaddressed_mail() -> None:
     def outbox(exchange: FloorExchange, owner: UUID) -> list[Mail]:
         return exchange.mailboxes[owner].outbox
 
@@ -117,3 +126,8 @@ def test_a_sends_only_repetition_refuses_lost_or_misordered_mail() -> None:
     misordered = exchange_workload(_ShufflingExchange, 100, True, outbox, "exchange_broadcast_send")
     with pytest.raises(WorkloadError, match=r"broadcast mail of .* misqueued"):
         misordered()
+    # Review ct 3: the recipients were not compared, so a send that misaddressed everything passed.
+    for broadcast, kind in ((True, "broadcast"), (False, "direct")):
+        misaddressed = exchange_workload(_MisaddressingExchange, 200, broadcast, outbox, f"exchange_{kind}_send")
+        with pytest.raises(WorkloadError, match=rf"{kind} mail of .* misqueued"):
+            misaddressed()

@@ -189,8 +189,29 @@ def test_a_staged_repetition_whose_first_metric_is_too_slow_is_skipped(monkeypat
     assert records[-1]["reason"] == "projected 1e+03 s per repetition > 200 s limit"
 
 
-def test_a_cut_short_lionmsg_cell_fails_the_run() -> None:
-    cut = {"system": "lionmsg", "status": "ok", "unmeasured": {"metrics": ["x"], "reason": "slow"}}
-    other = {"system": "lionagi", "status": "ok", "unmeasured": {"metrics": ["x"], "reason": "slow"}}
+def test_a_cut_short_lionmsg_cell_fails_the_run_and_says_what_was_not_timed() -> None:
+    unmeasured = {"metrics": ["exchange_broadcast_collect"], "reason": "projected 600 s per repetition"}
+    cut = {"workload": "exchange_broadcast", "system": "lionmsg", "n": 100000, "status": "ok", "reason": ""}
+    cut["unmeasured"] = unmeasured
+    other = {**cut, "system": "lionagi"}
     assert run.failed_cells([cut, other], smoke=False) == [cut]
     assert run.failed_cells([cut, other], smoke=True) == [cut, other]
+    # Review ct 4: it printed "ok: " with an empty reason.
+    assert run.failure_line(cut) == (
+        "FAILED exchange_broadcast lionmsg N=100000: cut short, exchange_broadcast_collect not timed: "
+        "projected 600 s per repetition"
+    )
+    killed = {**cut, "status": "timeout", "reason": "killed after 600 s"}
+    assert run.failure_line(killed) == "FAILED exchange_broadcast lionmsg N=100000: timeout: killed after 600 s"
+
+
+def test_a_shortened_repetition_is_projected_with_its_untimed_part() -> None:
+    # Review ct 5: the checks and clean-up of a repetition (here 4 of its 10 s) were left out.
+    result = _result([10.0], setup_s=0.5)
+    result["metrics"] = {
+        "exchange_broadcast_send": metric_entry("s", 1000, [1.0]),
+        "exchange_broadcast_collect": metric_entry("s", 1000, [5.0]),
+    }
+    done = [{"workload": "exchange_broadcast", "system": "lionagi", "n": 1000, "status": "ok", "result": result}]
+    assert run._project(done, 1000) == 10.5
+    assert run._project(done, 2000, ["exchange_broadcast_send"]) == 2 * (0.5 + 1.0 + 4.0)

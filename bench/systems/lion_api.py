@@ -273,14 +273,14 @@ def exchange_workload(
     copies = n * (count - 1) if broadcast else n
     spot_checked = (owners[0], owners[-1])
     expected = {owner: _mail_by_sender(_sent_to(owner, plan)) for owner in spot_checked}
-    queued = {owner: _mail_by_sender(_sent_by(owner, plan)) for owner in spot_checked}
+    queued = {owner: _addressed(_sent_by(owner, plan)) for owner in spot_checked}
 
     def check_outboxes(exchange: Any) -> None:
         waiting = sum(len(outbox(exchange, owner)) for owner in owners)
         expect(waiting == n, f"{waiting} messages queued after {n} {kind} sends")
         for owner in spot_checked:
-            mail = [(message.sender, message.content) for message in outbox(exchange, owner)]
-            expect(_mail_by_sender(mail) == queued[owner], f"{kind} mail of {owner} misqueued")
+            mail = [(message.sender, message.recipient, message.content) for message in outbox(exchange, owner)]
+            expect(_addressed(mail) == queued[owner], f"{kind} mail of {owner} misqueued")
 
     def rep() -> Timings:
         exchange = make_exchange()
@@ -312,9 +312,18 @@ def flow_outbox(exchange: Any, owner: Any) -> list[Any]:
     return [flow.items[message_id] for message_id in flow.get_progression("outbox")]
 
 
-def _sent_by(owner: Any, plan: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any]]:
-    """What `owner` sent, as (sender, content), in order."""
-    return [(sender, content) for sender, _, content in plan if sender == owner]
+def _sent_by(owner: Any, plan: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any, Any]]:
+    """What `owner` sent, as (sender, recipient, content), in order."""
+    return [mail for mail in plan if mail[0] == owner]
+
+
+def _addressed(mail: list[tuple[Any, Any, Any]]) -> list[tuple[str, str | None, int]]:
+    """Queued mail as (sender, recipient or None for a broadcast, content `seq`), in order, spelled
+    alike for every system."""
+    return [
+        (str(sender), None if recipient is None else str(recipient), content["seq"])
+        for sender, recipient, content in mail
+    ]
 
 
 def _sent_to(owner: Any, plan: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any]]:
