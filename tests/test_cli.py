@@ -151,11 +151,29 @@ def test_a_copy_beside_another_projects_pyproject_and_schemas_reads_its_own(
     package = _layout(tmp_path, checkout=True, stray_copy=True, project="myapp")
     monkeypatch.setattr(files, "_PACKAGE", package)
     assert files.schema_dir() == package / "_schemas"
-    # lionmsg's own pyproject.toml without schemas/bundle.json beside it is no checkout either.
-    package = _layout(tmp_path / "other", checkout=False, stray_copy=False)
+    # lionmsg's own checkout without its bundle says so, instead of reading a stray package copy (review cu 1).
+    package = _layout(tmp_path / "other", checkout=False, stray_copy=True)
     (tmp_path / "other" / "pyproject.toml").write_text('[project]\nname = "lionmsg"\n')
     monkeypatch.setattr(files, "_PACKAGE", package)
-    assert files.schema_dir() == package / "_schemas"
+    with pytest.raises(FileNotFoundError, match=f"^no lionmsg schemas at {tmp_path}/other/schemas "):
+        files.schema_dir()
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ('[project]\nname = "lionmsg"\nversion = "0.1.0"\n', "lionmsg"),
+        ("[project]\n  name = 'lionmsg'  # the distribution\n", "lionmsg"),
+        ('[tool.other]\nname = "lionmsg"\n\n[project]\nname = "myapp"\n', "myapp"),
+        ('[project]\nname = "myapp"\n\n[tool.other]\nname = "lionmsg"\n', "myapp"),
+        ('[tool.other]\nname = "lionmsg"\n', None),
+        ("not toml at all [\n", None),
+    ],
+)
+def test_the_checkout_is_told_by_the_project_tables_name(text: str, name: str | None) -> None:
+    # Review cu 2: a `name = "lionmsg"` line in any table counted (each interpreter reads it: tomllib on
+    # 3.11 and later, the [project] table's name line on 3.10).
+    assert files._project_name(text) == name
 
 
 def test_an_installed_package_reads_the_copy_it_carries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

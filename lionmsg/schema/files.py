@@ -2,7 +2,7 @@
 
 An installed wheel carries them as `lionmsg/_schemas/`; a source checkout (an editable install, the
 tests) reads the repository's `schemas/` directly, so there is one copy to edit: a checkout is the
-package beside lionmsg's own `pyproject.toml` and `schemas/bundle.json`, and there a stray
+package beside lionmsg's own `pyproject.toml` (its [project] table names lionmsg), and there a stray
 `lionmsg/_schemas/` (an unpacked wheel, an older layout) is never read. Anywhere else (an installed or
 vendored copy beside another project's pyproject.toml and schemas/) the package reads its own copy.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -34,25 +35,42 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def schema_dir() -> Path:
-    """The directory holding the schema files and the bundle."""
+    """The directory holding the schema files and the bundle: a checkout's schemas/, else the copy the
+    installed package carries."""
     candidate = _PACKAGE.parent / "schemas" if _is_checkout(_PACKAGE.parent) else _PACKAGE / "_schemas"
     if (candidate / BUNDLE_NAME).is_file():
         return candidate
     raise FileNotFoundError(f"no lionmsg schemas at {candidate} (lionmsg at {_PACKAGE})")
 
 
-_THIS_PROJECT = re.compile(r"""^name\s*=\s*["']lionmsg["']\s*(?:#.*)?$""", re.MULTILINE)
-
-
 @cache
 def _is_checkout(root: Path) -> bool:
-    """Whether `root` is lionmsg's repository: its pyproject.toml names this project, and its schemas/
-    holds the bundle."""
+    """Whether `root` is lionmsg's repository: its pyproject.toml's [project] table names lionmsg.
+    Decided by the name alone, so a checkout missing its schemas/ says so instead of reading a stray
+    package copy."""
     try:
-        project = (root / "pyproject.toml").read_text(encoding="utf-8")
+        text = (root / "pyproject.toml").read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError):
         return False
-    return _THIS_PROJECT.search(project) is not None and (root / "schemas" / BUNDLE_NAME).is_file()
+    return _project_name(text) == "lionmsg"
+
+
+def _project_name(text: str) -> object:
+    """`[project] name` of a pyproject.toml's text (None when it has none or is no TOML)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        try:
+            project = tomllib.loads(text).get("project")
+        except tomllib.TOMLDecodeError:
+            return None
+        return project.get("name") if isinstance(project, dict) else None
+    # 3.10 has no TOML reader: the `name = "..."` line of the [project] table, as pyproject files spell it.
+    table = re.search(r"^\[project\][ \t]*(?:#[^\n]*)?$(.*?)(?=^[ \t]*\[|\Z)", text, re.MULTILINE | re.DOTALL)
+    if table is None:
+        return None
+    name = re.search(r"""^[ \t]*name[ \t]*=[ \t]*(["'])([^"'\n]*)\1[ \t]*(?:#.*)?$""", table.group(1), re.MULTILINE)
+    return None if name is None else name.group(2)
 
 
 def schema_names() -> list[str]:
