@@ -16,6 +16,7 @@ from pydantic_core import to_jsonable_python
 from lionmsg import Instruction, InstructionContent, Message, MessageManager
 from lionmsg.runtime.content.structure import JsonStructure
 from lionmsg.runtime.manager import INVALID_PROGRESSION
+from lionmsg.runtime.wire import RecordFieldError
 from tests.conftest import fields_of
 
 
@@ -230,6 +231,35 @@ def test_a_structure_class_is_used_directly_and_instantiated_only_with_a_respons
 def test_a_structure_must_be_a_class_or_a_string() -> None:
     with pytest.raises(ValueError, match="structure must be None, a string or a class"):
         InstructionContent(structure=5)
+
+
+class _FormatRefused(ValueError):
+    pass
+
+
+class _RefusingStructure:
+    """A user's structure class that refuses every format, with its own error."""
+
+    def __init__(self, response_format: Any) -> None:
+        raise _FormatRefused("this structure takes no format")
+
+
+def test_a_structure_classs_own_error_reaches_the_caller_as_it_raised_it() -> None:
+    # Review cu 3: a broad `except ValueError` turned it into the library's RecordFieldError, its frame hidden.
+    with pytest.raises(_FormatRefused, match=r"^this structure takes no format$") as raised:
+        InstructionContent(structure=_RefusingStructure, response_format={"a": 1})
+    assert type(raised.value) is _FormatRefused
+    assert any(entry.name == "__init__" for entry in raised.traceback)
+
+
+def test_a_format_changed_in_place_is_refused_at_its_field_by_every_rebuild() -> None:
+    # Review cu 8: the text-only shortcut of updated() rebuilt the structure outside the field's refusal.
+    content = InstructionContent.from_dict({"instruction": "x"})
+    content.response_format = 5
+    for rebuild in (lambda: content.updated(instruction="y"), lambda: content.updated(context=[1])):
+        with pytest.raises(RecordFieldError, match=r"^response_format must be a dict") as raised:
+            rebuild()
+        assert raised.value.field == "response_format"
 
 
 # -- rendering ------------------------------------------------------------------------------------

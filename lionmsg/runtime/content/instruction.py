@@ -127,14 +127,10 @@ class InstructionBehaviour(MessageContent):
             if problem is not None:
                 raise RecordFieldError("images", f"InstructionContent.images[{index}]: {problem}", ref)
         structure = self.structure
-        try:  # refusals name their field, as the images' do (see ActionRequestBehaviour._normalize)
-            self.structure = JsonStructure if structure is None else resolve_structure(structure)
-        except ValueError as exc:
-            raise RecordFieldError("structure", str(exc), structure) from None
-        try:
-            self._derive()
-        except ValueError as exc:
-            raise RecordFieldError("response_format", str(exc), self.response_format) from None
+        # Their refusals name their fields (RecordFieldError), as the images' do; a structure class's own
+        # error is left as it raised it.
+        self.structure = JsonStructure if structure is None else resolve_structure(structure)
+        self._derive()
 
     def _derive(self) -> None:
         # Built with the content, so a structure class that rejects the format fails there; kept with

@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from lionmsg.runtime.wire import RecordFieldError
+
 __all__ = ["JsonStructure", "build_structure", "resolve_structure", "response_schema"]
 
 
@@ -67,7 +69,10 @@ def resolve_structure(structure: Any) -> Any:
         return JsonStructure
     if isinstance(structure, type):
         return structure
-    raise ValueError(f"structure must be None, a string or a class, got {type(structure).__name__}")
+    # A RecordFieldError (a ValueError) names the field, so a ValidationError locates it there.
+    raise RecordFieldError(
+        "structure", f"structure must be None, a string or a class, got {type(structure).__name__}", structure
+    )
 
 
 def _with_json_schema(model: type[BaseModel]) -> type[BaseModel]:
@@ -78,7 +83,8 @@ def _with_json_schema(model: type[BaseModel]) -> type[BaseModel]:
         try:
             model.model_json_schema()
         except Exception as error:  # pydantic's PydanticInvalidForJsonSchema, or a user's schema hook
-            raise ValueError(f"response_format {model.__name__} has no JSON Schema to show: {error}") from None
+            message = f"response_format {model.__name__} has no JSON Schema to show: {error}"
+            raise RecordFieldError("response_format", message, model) from None
         _SCHEMA_GIVEN.add(model)
     return model
 
@@ -96,7 +102,9 @@ def build_structure(structure_cls: Any, response_format: Any) -> Any:
         return structure_cls(_with_json_schema(response_format))
     if isinstance(response_format, dict):
         return structure_cls(response_format)
-    raise ValueError(
+    raise RecordFieldError(
+        "response_format",
         "response_format must be a dict, a pydantic model class or a pydantic model instance, "
-        f"got {type(response_format).__name__}"
+        f"got {type(response_format).__name__}",
+        response_format,
     )
