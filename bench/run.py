@@ -111,10 +111,10 @@ def _project(done: list[dict[str, Any]], n: int, metrics: list[str] | None = Non
             points.append((record["n"], result["setup_s"] + min(result["rep_wall_s"])))
         elif all(name in result["metrics"] for name in metrics):
             timed = sum(min(result["metrics"][name]["samples"]) for name in metrics)
-            # The repetition's untimed part too (its checks, dropping what it made), as that record
-            # spent it: more than a shorter repetition's, so the projection errs long, never short.
+            # The repetition's untimed part too (its checks, dropping what it made), in proportion to
+            # the share of the timed work kept: a whole one's checks read what its later metrics made.
             every = sum(min(metric["samples"]) for metric in result["metrics"].values())
-            untimed = max(0.0, min(result["rep_wall_s"]) - every)
+            untimed = max(0.0, min(result["rep_wall_s"]) - every) * (timed / every if every > 0 else 1.0)
             points.append((record["n"], result["setup_s"] + timed + untimed))
     if not points:
         return None

@@ -77,7 +77,7 @@ def test_a_generated_file_with_crlf_line_ends_is_stale_and_says_why(tmp_path: Pa
     shutil.copytree(OUTPUT_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
     target = copy / "roles.py"
     target.write_bytes(target.read_bytes().replace(b"\n", b"\r\n"))
-    crlf = f"{copy}/roles.py: its lines end in CRLF; generated files end them in LF\n"
+    crlf = f"{copy}/roles.py: it has CRLF line ends; generated files end their lines in LF\n"
     assert stale_report(rendered, copy) == crlf
     # Edited as well: the line ends are named, and the diff shows the edit alone (review ct 7).
     target.write_bytes(target.read_bytes().replace(b'USER = "user"', b'USER = "human"'))

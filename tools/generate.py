@@ -497,7 +497,7 @@ def stale_report(rendered: Mapping[str, str], output_dir: Path) -> str:
         if old == new:
             continue
         if "\r\n" in old:
-            lines.append(f"{shown}/{name}: its lines end in CRLF; generated files end them in LF\n")
+            lines.append(f"{shown}/{name}: it has CRLF line ends; generated files end their lines in LF\n")
             old = old.replace("\r\n", "\n")
         if old != new:
             lines += difflib.unified_diff(
