@@ -252,14 +252,40 @@ def test_a_structure_classs_own_error_reaches_the_caller_as_it_raised_it() -> No
     assert any(entry.name == "__init__" for entry in raised.traceback)
 
 
-def test_a_format_changed_in_place_is_refused_at_its_field_by_every_rebuild() -> None:
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("response_format", 5, "response_format must be a dict"), ("structure", 5, "structure must be None")],
+)
+def test_a_format_or_structure_changed_in_place_is_refused_at_its_field_by_every_rebuild(
+    field: str, value: Any, message: str
+) -> None:
     # Review cu 8: the text-only shortcut of updated() rebuilt the structure outside the field's refusal.
-    content = InstructionContent.from_dict({"instruction": "x"})
-    content.response_format = 5
+    content = InstructionContent.from_dict({"instruction": "x", "response_format": {"a": 1}})
+    setattr(content, field, value)
     for rebuild in (lambda: content.updated(instruction="y"), lambda: content.updated(context=[1])):
-        with pytest.raises(RecordFieldError, match=r"^response_format must be a dict") as raised:
+        with pytest.raises(RecordFieldError, match=f"^{message}") as raised:
             rebuild()
-        assert raised.value.field == "response_format"
+        assert raised.value.field == field
+
+
+@pytest.mark.parametrize("structure", [None, "json"])
+def test_a_structure_set_in_place_to_a_name_is_resolved_by_every_rebuild(structure: Any) -> None:
+    # Review cv 1: the text-only rebuild handed the raw value to the structure step (None is no class).
+    content = InstructionContent.from_dict({"instruction": "x", "response_format": {"a": 1}})
+    content.structure = structure
+    for rebuilt in (content.updated(instruction="y"), content.updated(context=[1])):
+        assert isinstance(rebuilt._structure(), JsonStructure)
+        assert "ResponseFormat" in rebuilt.rendered
+
+
+def test_a_model_instance_without_a_json_schema_is_the_input_its_refusal_names() -> None:
+    # Review cv 3: the refusal named the instance's class as the value given.
+    given = _NoSchema(held=_Opaque())
+    with pytest.raises(ValidationError) as raised:
+        Instruction(content={"response_format": given})
+    (error,) = raised.value.errors(include_url=False)
+    assert error["loc"] == ("content", "response_format")
+    assert type(error["input"]) is _NoSchema  # the content's own copy of the instance given, not its class
 
 
 # -- rendering ------------------------------------------------------------------------------------

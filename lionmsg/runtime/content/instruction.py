@@ -139,8 +139,11 @@ class InstructionBehaviour(MessageContent):
         if response_format is None:  # the usual case: nothing to build or remember
             self._structure_instance = None
         else:
+            # Resolved here too: the text-only rebuild (_with_plain_changes) reaches this without
+            # _normalize, and `structure` may have been set in place to None, "json" or a wrong value.
             structure = self.structure
-            self._structure_instance = (structure, response_format, build_structure(structure, response_format))
+            resolved = JsonStructure if structure is None else resolve_structure(structure)
+            self._structure_instance = (structure, response_format, build_structure(resolved, response_format))
 
     def _structure(self) -> Any:
         """The structure instance for the current `structure` and `response_format`: rebuilt when either

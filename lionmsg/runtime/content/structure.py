@@ -75,16 +75,17 @@ def resolve_structure(structure: Any) -> Any:
     )
 
 
-def _with_json_schema(model: type[BaseModel]) -> type[BaseModel]:
-    """`model`, once it is known to have a JSON Schema: one it cannot give (a field of an arbitrary
-    type) would fail every rendering of the message and every projection of its history, so it is
-    refused when the content is built. Each class is asked once."""
+def _with_json_schema(model: type[BaseModel], given: Any) -> type[BaseModel]:
+    """`model` (the class of `given`, the response format, or `given` itself), once it is known to
+    have a JSON Schema: one it cannot give (a field of an arbitrary type) would fail every rendering of
+    the message and every projection of its history, so it is refused when the content is built. Each
+    class is asked once."""
     if model not in _SCHEMA_GIVEN:
         try:
             model.model_json_schema()
         except Exception as error:  # pydantic's PydanticInvalidForJsonSchema, or a user's schema hook
             message = f"response_format {model.__name__} has no JSON Schema to show: {error}"
-            raise RecordFieldError("response_format", message, model) from None
+            raise RecordFieldError("response_format", message, given) from None
         _SCHEMA_GIVEN.add(model)
     return model
 
@@ -97,9 +98,9 @@ def build_structure(structure_cls: Any, response_format: Any) -> Any:
     if response_format is None:
         return None
     if isinstance(response_format, BaseModel):
-        return structure_cls(_with_json_schema(type(response_format)))
+        return structure_cls(_with_json_schema(type(response_format), response_format))
     if isinstance(response_format, type) and issubclass(response_format, BaseModel):
-        return structure_cls(_with_json_schema(response_format))
+        return structure_cls(_with_json_schema(response_format, response_format))
     if isinstance(response_format, dict):
         return structure_cls(response_format)
     raise RecordFieldError(
