@@ -58,19 +58,38 @@ def _is_checkout(root: Path) -> bool:
 def _project_name(text: str) -> object:
     """`[project] name` of a pyproject.toml's text (None when it has none or is no TOML)."""
     if sys.version_info >= (3, 11):
-        import tomllib
+        return _project_name_read(text)
+    return _project_name_scanned(text)
 
+
+if sys.version_info >= (3, 11):
+    import tomllib
+
+    def _project_name_read(text: str) -> object:
         try:
             project = tomllib.loads(text).get("project")
         except tomllib.TOMLDecodeError:
             return None
         return project.get("name") if isinstance(project, dict) else None
-    # 3.10 has no TOML reader: the `name = "..."` line of the [project] table, as pyproject files spell it.
-    table = re.search(r"^\[project\][ \t]*(?:#[^\n]*)?$(.*?)(?=^[ \t]*\[|\Z)", text, re.MULTILINE | re.DOTALL)
+
+
+def _project_name_scanned(text: str) -> object:
+    """3.10 has no TOML reader: the `name = "..."` line of the [project] table, as pyproject files spell
+    it (a header and key in their plain forms, any spacing; not a dotted key or an inline table)."""
+    table = _PROJECT_TABLE.search(text)
     if table is None:
         return None
-    name = re.search(r"""^[ \t]*name[ \t]*=[ \t]*(["'])([^"'\n]*)\1[ \t]*(?:#.*)?$""", table.group(1), re.MULTILINE)
+    name = _NAME_LINE.search(table.group(1))
     return None if name is None else name.group(2)
+
+
+_PROJECT_TABLE = re.compile(
+    r"""^[ \t]*\[[ \t]*(?:project|"project"|'project')[ \t]*\][ \t]*(?:#[^\n]*)?$(.*?)(?=^[ \t]*\[[ \t]*[^\s\[]|\Z)""",
+    re.MULTILINE | re.DOTALL,
+)
+_NAME_LINE = re.compile(
+    r"""^[ \t]*(?:name|"name"|'name')[ \t]*=[ \t]*(["'])([^"'\n]*)\1[ \t]*(?:#.*)?$""", re.MULTILINE
+)
 
 
 def schema_names() -> list[str]:
