@@ -260,6 +260,22 @@ def test_a_renamed_unset_member_declares_no_more_routing_overrides(tmp_path: Pat
     assert "MessageRole.UNSET" not in renamed
 
 
+def test_a_typed_kind_redeclares_a_routing_default_its_base_message_changed(tmp_path: Path) -> None:
+    # Review cu 5: the kinds' defaults were compared with the envelope's, but the typed kinds inherit the
+    # generic Message's: had message.schema.json changed its sender default, they would all take it.
+    schemas = tmp_path / "schemas"
+    shutil.copytree(SCHEMA_DIR, schemas)
+    generic = schemas / "messages" / "message.schema.json"
+    data = json.loads(generic.read_text())
+    data["properties"]["sender"] = {"default": "system"}
+    generic.write_text(json.dumps(data))
+    rendered = render_messages(SchemaSet.load(schemas))
+    classes = {block.split("(")[0]: block for block in rendered.split("\nclass ")[1:]}
+    assert "sender: SenderRecipient | None = Field(default=MessageRole.SYSTEM," in classes["Message"]
+    assert "sender: SenderRecipient | None = Field(default=MessageRole.UNSET," in classes["Instruction"]
+    assert "sender:" not in classes["System"]  # its default is now the inherited one: not declared again
+
+
 def test_a_kind_whose_role_is_no_role_is_refused_by_name(tmp_path: Path) -> None:
     schemas = tmp_path / "schemas"
     shutil.copytree(SCHEMA_DIR, schemas)

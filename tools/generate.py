@@ -419,6 +419,7 @@ def _module_and_name(reference: str | None) -> tuple[str, str] | None:
 def render_messages(schemas: SchemaSet) -> str:
     envelope = schemas.get("envelope.schema.json")
     kinds = list(_kinds(schemas))
+    generic = next(kind for kind in kinds if kind.content_class is None)  # the typed kinds' base class
     contents = [f"content/{n}.schema.json" for n in CONTENT_SCHEMAS]  # their titles name the content classes
     # role.schema.json too: the envelope's defaults name its roles (_envelope_default).
     sources = [
@@ -435,11 +436,9 @@ def render_messages(schemas: SchemaSet) -> str:
             header=_header(sources, "messages.py.jinja"),
             kinds=kinds,
             envelope=envelope["properties"],
-            # The envelope's own routing defaults: a kind declares the fields again only to change them.
-            inherited={
-                name: _python_default(envelope["properties"][name]["default"], schemas)
-                for name in ("sender", "recipient")
-            },
+            # The routing defaults the typed kinds inherit, the generic Message's: a kind declares the
+            # fields again only to change them.
+            inherited={"sender": generic.sender_default, "recipient": generic.recipient_default},
             base_id=schemas.get("record.schema.json")["$id"].rsplit("/", 1)[0] + "/",
         )
     )
