@@ -241,7 +241,7 @@ def _next_size(
 ) -> dict[str, Any]:
     """One system's worker at n for one of `rounds` rounds, or why it is skipped (`done`: its runs at
     the smaller sizes)."""
-    timed, unmeasured = list(workload.metrics), None
+    last_metric, unmeasured = None, None  # set when only the first metrics fit: the repetition stops there
     projected = _project(done, n)
     cut_short = bool(done) and "unmeasured" in done[-1]  # a size too slow for a whole repetition: larger ones too
     if cut_short or (projected is not None and projected > settings.max_rep_s):
@@ -254,6 +254,7 @@ def _next_size(
         if not timed:
             return {"workload": workload.name, "system": system, "n": n, "status": "skipped", "reason": reason}
         reason += f"; repetitions stopped after {timed[-1].label}"
+        last_metric = timed[-1].name
         unmeasured = {"metrics": [metric.name for metric in workload.metrics[len(timed) :]], "reason": reason}
     if done and done[-1]["status"] != "ok":
         reason = f"not run: N={done[-1]['n']:,} was {done[-1]['status']}"
@@ -262,7 +263,6 @@ def _next_size(
         return _run_worker(system, workload.name, n, workload.reps, None, settings)
     reps = settings.reps_largest if n == max(settings.sizes) and len(settings.sizes) > 1 else settings.reps
     share = _Share(reps=math.ceil(reps / rounds), budget_s=settings.budget_s / rounds)
-    last_metric = None if unmeasured is None else timed[-1].name
     record = _run_worker(system, workload.name, n, share.reps, share, settings, last_metric)
     if unmeasured is not None and record["status"] == "ok":
         record["unmeasured"] = unmeasured

@@ -234,7 +234,7 @@ def test_a_structure_must_be_a_class_or_a_string() -> None:
 
 
 class _FormatRefused(ValueError):
-    pass
+    """A user's structure class's own error."""
 
 
 class _RefusingStructure:
