@@ -8,9 +8,10 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from generate import (
@@ -122,20 +123,33 @@ def test_a_stub_beside_the_generated_modules_is_drift_too(tmp_path: Path) -> Non
 # -- the schemas really drive the classes ---------------------------------------------------------
 
 
+def _edited_schemas(tmp_path: Path, **edits: Callable[[dict[str, Any]], None]) -> Path:
+    """A copy of the schemas under `tmp_path`, each file named by `edits` (its path, `/` spelled `__`,
+    `.schema.json` left out) changed in place by its function."""
+    schemas = tmp_path / "schemas"
+    shutil.copytree(SCHEMA_DIR, schemas)
+    for name, change in edits.items():
+        path = schemas / f"{name.replace('__', '/')}.schema.json"
+        data = json.loads(path.read_text())
+        change(data)
+        path.write_text(json.dumps(data))
+    return schemas
+
+
+def _rename_roles(**names: str) -> Callable[[dict[str, Any]], None]:
+    """A role.schema.json edit giving roles (by value) other member names, their values kept."""
+
+    def change(data: dict[str, Any]) -> None:
+        for value, member in names.items():
+            data["x-enum-varnames"][data["enum"].index(value)] = member
+
+    return change
+
+
 @pytest.fixture
 def modified_package(tmp_path: Path) -> Iterator[ModuleType]:
     """Render from a modified copy of the schemas into a throw-away package and import it."""
-    schemas = tmp_path / "schemas"
-    shutil.copytree(SCHEMA_DIR, schemas)
-
-    system = schemas / "content" / "system.schema.json"
-    data = json.loads(system.read_text())
-    data["properties"]["system_message"]["default"] = "You are a careful reviewer."
-    system.write_text(json.dumps(data))
-
-    assistant = schemas / "content" / "assistant_response.schema.json"
-    data = json.loads(assistant.read_text())
-    data["properties"]["confidence"] = {
+    confidence = {
         "description": "How sure the model is.",
         "type": ["number", "null"],
         "minimum": 0,
@@ -143,23 +157,15 @@ def modified_package(tmp_path: Path) -> Iterator[ModuleType]:
         "default": None,
         "x-lionmsg-omit": ["null"],
     }
-    assistant.write_text(json.dumps(data))
-
-    instruction = schemas / "content" / "instruction.schema.json"
-    data = json.loads(instruction.read_text())
-    data["properties"]["image_detail"]["enum"].insert(2, "max")  # a minor version's loosening
-    instruction.write_text(json.dumps(data))
-
-    kind = schemas / "messages" / "instruction.schema.json"
-    data = json.loads(kind.read_text())
-    data["properties"]["recipient"] = {"default": "assistant"}
-    kind.write_text(json.dumps(data))
-
-    roles = schemas / "role.schema.json"
-    data = json.loads(roles.read_text())
-    data["x-enum-varnames"][data["enum"].index("user")] = "HUMAN"  # members renamed, their values kept
-    data["x-enum-varnames"][data["enum"].index("assistant")] = "MODEL"
-    roles.write_text(json.dumps(data))
+    schemas = _edited_schemas(
+        tmp_path,
+        content__system=lambda d: d["properties"]["system_message"].update(default="You are a careful reviewer."),
+        content__assistant_response=lambda d: d["properties"].update(confidence=confidence),
+        # a minor version's loosening
+        content__instruction=lambda d: d["properties"]["image_detail"]["enum"].insert(2, "max"),
+        messages__instruction=lambda d: d["properties"].update(recipient={"default": "assistant"}),
+        role=_rename_roles(user="HUMAN", assistant="MODEL"),
+    )
 
     package = tmp_path / "pkg" / "regenerated"
     package.mkdir(parents=True)
@@ -239,13 +245,7 @@ def test_a_renamed_role_member_is_the_name_every_message_class_uses(modified_pac
 def test_a_renamed_unset_member_declares_no_more_routing_overrides(tmp_path: Path) -> None:
     # Review ct 8: the template compared the kinds' defaults with the literal "MessageRole.UNSET", so
     # renaming that member re-declared sender and recipient in every typed kind.
-    schemas = tmp_path / "schemas"
-    shutil.copytree(SCHEMA_DIR, schemas)
-    roles = schemas / "role.schema.json"
-    data = json.loads(roles.read_text())
-    data["x-enum-varnames"][data["enum"].index("unset")] = "NOBODY"
-    roles.write_text(json.dumps(data))
-    renamed = render_messages(SchemaSet.load(schemas))
+    renamed = render_messages(SchemaSet.load(_edited_schemas(tmp_path, role=_rename_roles(unset="NOBODY"))))
 
     def overrides(text: str) -> list[str]:
         return [
@@ -263,12 +263,9 @@ def test_a_renamed_unset_member_declares_no_more_routing_overrides(tmp_path: Pat
 def test_a_typed_kind_redeclares_a_routing_default_its_base_message_changed(tmp_path: Path) -> None:
     # Review cu 5: the kinds' defaults were compared with the envelope's, but the typed kinds inherit the
     # generic Message's: had message.schema.json changed its sender default, they would all take it.
-    schemas = tmp_path / "schemas"
-    shutil.copytree(SCHEMA_DIR, schemas)
-    generic = schemas / "messages" / "message.schema.json"
-    data = json.loads(generic.read_text())
-    data["properties"]["sender"] = {"default": "system"}
-    generic.write_text(json.dumps(data))
+    schemas = _edited_schemas(
+        tmp_path, messages__message=lambda d: d["properties"].update(sender={"default": "system"})
+    )
     rendered = render_messages(SchemaSet.load(schemas))
     classes = {block.split("(")[0]: block for block in rendered.split("\nclass ")[1:]}
     assert "sender: SenderRecipient | None = Field(default=MessageRole.SYSTEM," in classes["Message"]
@@ -277,12 +274,7 @@ def test_a_typed_kind_redeclares_a_routing_default_its_base_message_changed(tmp_
 
 
 def test_a_kind_whose_role_is_no_role_is_refused_by_name(tmp_path: Path) -> None:
-    schemas = tmp_path / "schemas"
-    shutil.copytree(SCHEMA_DIR, schemas)
-    kind = schemas / "messages" / "system.schema.json"
-    data = json.loads(kind.read_text())
-    data["properties"]["role"]["const"] = "narrator"
-    kind.write_text(json.dumps(data))
+    schemas = _edited_schemas(tmp_path, messages__system=lambda d: d["properties"]["role"].update(const="narrator"))
     with pytest.raises(SchemaFileError, match=r"^messages/system.schema.json: role 'narrator' is not one of "):
         render_messages(SchemaSet.load(schemas))
 
