@@ -353,6 +353,8 @@ def render_content(schemas: SchemaSet) -> str:
             "lionmsg.runtime.content.base.owned_copy",
             "lionmsg.runtime.content.base.shallow_copy",
             "lionmsg.runtime.content.base.shaped_record",
+            "lionmsg.runtime.content.lazylists.NOT_MADE",
+            "lionmsg.runtime.content.lazylists.lazy_lists",
             "lionmsg.runtime.fastpath.JSON_SCALARS",
             "lionmsg.runtime.fastpath.MISSING",
             "lionmsg.runtime.fastpath.json_copy",

@@ -15,6 +15,7 @@ from lionmsg.runtime.content.action_response import ActionResponseBehaviour
 from lionmsg.runtime.content.assistant_response import AssistantResponseBehaviour
 from lionmsg.runtime.content.base import copy_field, own_container, owned_copy, shallow_copy, shaped_record
 from lionmsg.runtime.content.instruction import InstructionBehaviour
+from lionmsg.runtime.content.lazylists import NOT_MADE, lazy_lists
 from lionmsg.runtime.content.system import SystemBehaviour
 from lionmsg.runtime.fastpath import JSON_SCALARS, MISSING, json_copy
 from lionmsg.runtime.wire import RecordFieldError, matches
@@ -612,6 +613,7 @@ class AssistantResponseContent(AssistantResponseBehaviour):
         return record
 
 
+@lazy_lists("prompt_context", "tool_schemas", "images")
 @dataclass(slots=True)
 class InstructionContent(InstructionBehaviour):
     """Content of a user turn: the instruction with optional guidance, context, tool schemas, a requested response format and images."""
@@ -667,11 +669,11 @@ class InstructionContent(InstructionBehaviour):
                 "InstructionContent.guidance must be a string or null",
                 self.guidance,
             )
-        if not isinstance(self.prompt_context, list):
+        if self._raw_prompt_context is not NOT_MADE and not isinstance(self._raw_prompt_context, list):
             raise RecordFieldError(
                 "prompt_context",
                 "InstructionContent.prompt_context must be an array",
-                self.prompt_context,
+                self._raw_prompt_context,
             )
         if not (isinstance(self.plain_content, str) or self.plain_content is None):
             raise RecordFieldError(
@@ -679,19 +681,19 @@ class InstructionContent(InstructionBehaviour):
                 "InstructionContent.plain_content must be a string or null",
                 self.plain_content,
             )
-        if not (
-            isinstance(self.tool_schemas, list)
-            and (not self.tool_schemas or all(isinstance(item0, dict) for item0 in self.tool_schemas))
+        if self._raw_tool_schemas is not NOT_MADE and not (
+            isinstance(self._raw_tool_schemas, list)
+            and (not self._raw_tool_schemas or all(isinstance(item0, dict) for item0 in self._raw_tool_schemas))
         ):
             raise RecordFieldError(
                 "tool_schemas",
                 "InstructionContent.tool_schemas must be an array of items that are each an object",
-                self.tool_schemas,
+                self._raw_tool_schemas,
             )
-        if not (
-            isinstance(self.images, list)
+        if self._raw_images is not NOT_MADE and not (
+            isinstance(self._raw_images, list)
             and (
-                not self.images
+                not self._raw_images
                 or all(
                     (
                         isinstance(item0, str)
@@ -719,14 +721,14 @@ class InstructionContent(InstructionBehaviour):
                             )
                         )
                     )
-                    for item0 in self.images
+                    for item0 in self._raw_images
                 )
             )
         ):
             raise RecordFieldError(
                 "images",
                 "InstructionContent.images must be an array of items that are each an image reference (an http(s) URL, a base64 data:image URI of a PNG, JPEG, GIF or WebP image, or raw base64)",
-                self.images,
+                self._raw_images,
             )
         if self.image_detail not in ("low", "high", "auto", None):
             raise RecordFieldError(
@@ -751,21 +753,21 @@ class InstructionContent(InstructionBehaviour):
         # A list or dict set to another type in place (content.x = ...) takes the full rebuild, which
         # normalises or refuses it: list() of a dict would keep only its keys.
         if (
-            type(self.prompt_context) is not list
-            or type(self.tool_schemas) is not list
-            or type(self.images) is not list
+            (type(self._raw_prompt_context) is not list and self._raw_prompt_context is not NOT_MADE)
+            or (type(self._raw_tool_schemas) is not list and self._raw_tool_schemas is not NOT_MADE)
+            or (type(self._raw_images) is not list and self._raw_images is not NOT_MADE)
         ):
             return None
         content = object.__new__(InstructionContent)
         content.instruction = changes.get("instruction", self.instruction)
         content.guidance = changes.get("guidance", self.guidance)
-        content.prompt_context = list(self.prompt_context) if self.prompt_context else []
+        content._raw_prompt_context = list(self._raw_prompt_context) if self._raw_prompt_context else NOT_MADE
         content.plain_content = changes.get("plain_content", self.plain_content)
-        content.tool_schemas = list(self.tool_schemas) if self.tool_schemas else []
+        content._raw_tool_schemas = list(self._raw_tool_schemas) if self._raw_tool_schemas else NOT_MADE
         content.response_format = (
             self.response_format if type(self.response_format) in JSON_SCALARS else shallow_copy(self.response_format)
         )
-        content.images = list(self.images) if self.images else []
+        content._raw_images = list(self._raw_images) if self._raw_images else NOT_MADE
         content.image_detail = self.image_detail
         content.structure = self.structure
         content._structure_instance = None
@@ -803,16 +805,16 @@ class InstructionContent(InstructionBehaviour):
         content.instruction = value if type(value) in JSON_SCALARS else copy_field(value)
         value = self.guidance
         content.guidance = value if type(value) in JSON_SCALARS else copy_field(value)
-        value = self.prompt_context
-        content.prompt_context = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self._raw_prompt_context
+        content._raw_prompt_context = NOT_MADE if value is NOT_MADE else copy_field(value)
         value = self.plain_content
         content.plain_content = value if type(value) in JSON_SCALARS else copy_field(value)
-        value = self.tool_schemas
-        content.tool_schemas = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self._raw_tool_schemas
+        content._raw_tool_schemas = NOT_MADE if value is NOT_MADE else copy_field(value)
         value = self.response_format
         content.response_format = value if type(value) in JSON_SCALARS else copy_field(value)
-        value = self.images
-        content.images = value if type(value) in JSON_SCALARS else copy_field(value)
+        value = self._raw_images
+        content._raw_images = NOT_MADE if value is NOT_MADE else copy_field(value)
         value = self.image_detail
         content.image_detail = value if type(value) in JSON_SCALARS else copy_field(value)
         value = self.structure
@@ -923,14 +925,14 @@ class InstructionContent(InstructionBehaviour):
         content = object.__new__(cls)
         content.instruction = data.get("instruction", None)
         content.guidance = data.get("guidance", None)
-        # A fresh empty one for an empty value too, never the record's: _own_containers skips empties.
-        content.prompt_context = data.get("prompt_context") or []
+        # NOT_MADE for an empty value too, never the record's list: _own_containers skips empties.
+        content._raw_prompt_context = data.get("prompt_context") or NOT_MADE
         content.plain_content = data.get("plain_content", None)
-        # A fresh empty one for an empty value too, never the record's: _own_containers skips empties.
-        content.tool_schemas = data.get("tool_schemas") or []
+        # NOT_MADE for an empty value too, never the record's list: _own_containers skips empties.
+        content._raw_tool_schemas = data.get("tool_schemas") or NOT_MADE
         content.response_format = data.get("response_format", None)
-        # A fresh empty one for an empty value too, never the record's: _own_containers skips empties.
-        content.images = data.get("images") or []
+        # NOT_MADE for an empty value too, never the record's list: _own_containers skips empties.
+        content._raw_images = data.get("images") or NOT_MADE
         content.image_detail = data.get("image_detail", None)
         content.structure = None
         content._structure_instance = None
@@ -941,12 +943,12 @@ class InstructionContent(InstructionBehaviour):
         # Each field that may hold a list, a dict or any other container gets a copy (see
         # MessageContent._own_containers).
         value: Any
-        value = self.prompt_context
-        if value:  # an empty one is this content's own (see _from_checked)
-            self.prompt_context = own_container(value)
-        value = self.tool_schemas
-        if value:  # an empty one is this content's own (see _from_checked)
-            self.tool_schemas = own_container(value)
+        value = self._raw_prompt_context
+        if value:  # an empty one is this content's own, NOT_MADE none (see _from_checked)
+            self._raw_prompt_context = own_container(value)
+        value = self._raw_tool_schemas
+        if value:  # an empty one is this content's own, NOT_MADE none (see _from_checked)
+            self._raw_tool_schemas = own_container(value)
         value = self.response_format
         if type(value) is list or type(value) is dict:
             self.response_format = own_container(value)
@@ -954,9 +956,9 @@ class InstructionContent(InstructionBehaviour):
             # A tuple, another mapping type, a model: deep-copied as the dict road copies it (an iterator
             # is refused); a class is shared, as deepcopy shares it.
             self.response_format = owned_copy(value)
-        value = self.images
-        if value:  # an empty one is this content's own (see _from_checked)
-            self.images = own_container(value)
+        value = self._raw_images
+        if value:  # an empty one is this content's own, NOT_MADE none (see _from_checked)
+            self._raw_images = own_container(value)
 
     def to_dict(
         self, exclude: Collection[str] | None = None, *, mode: Literal["python", "json"] = "python"
@@ -970,16 +972,16 @@ class InstructionContent(InstructionBehaviour):
             record["instruction"] = self.instruction
         if self.guidance is not None:
             record["guidance"] = self.guidance
-        if self.prompt_context:
-            record["prompt_context"] = list(self.prompt_context)
+        if self._raw_prompt_context:
+            record["prompt_context"] = list(self._raw_prompt_context)
         if self.plain_content is not None:
             record["plain_content"] = self.plain_content
-        if self.tool_schemas:
-            record["tool_schemas"] = list(self.tool_schemas)
+        if self._raw_tool_schemas:
+            record["tool_schemas"] = list(self._raw_tool_schemas)
         if isinstance(self.response_format, dict):
             record["response_format"] = self.response_format
-        if self.images:
-            record["images"] = list(self.images)
+        if self._raw_images:
+            record["images"] = list(self._raw_images)
         if self.image_detail is not None:
             record["image_detail"] = self.image_detail
         return record
@@ -1005,8 +1007,8 @@ class InstructionContent(InstructionBehaviour):
             if value is MISSING:
                 return MISSING
             record["guidance"] = value
-        if self.prompt_context:
-            value = json_copy(self.prompt_context)
+        if self._raw_prompt_context:
+            value = json_copy(self._raw_prompt_context)
             if value is MISSING:
                 return MISSING
             record["prompt_context"] = value
@@ -1017,8 +1019,8 @@ class InstructionContent(InstructionBehaviour):
             if value is MISSING:
                 return MISSING
             record["plain_content"] = value
-        if self.tool_schemas:
-            value = json_copy(self.tool_schemas)
+        if self._raw_tool_schemas:
+            value = json_copy(self._raw_tool_schemas)
             if value is MISSING:
                 return MISSING
             record["tool_schemas"] = value
@@ -1027,8 +1029,8 @@ class InstructionContent(InstructionBehaviour):
             if value is MISSING:
                 return MISSING
             record["response_format"] = value
-        if self.images:
-            value = json_copy(self.images)
+        if self._raw_images:
+            value = json_copy(self._raw_images)
             if value is MISSING:
                 return MISSING
             record["images"] = value

@@ -283,7 +283,7 @@ def build_new_instruction(arguments: dict[str, Any]) -> Message | None:
         plain = InstructionContent._new_with_plain(texts)
         assert plain is not None  # the exact class: it never declines
         if context is not None:
-            plain.prompt_context = owned_copy(context)  # the caller's list and what it holds stay the caller's
+            plain._raw_prompt_context = owned_copy(context)  # the caller's list and what it holds stay the caller's
         content = plain
     sender, recipient = get("sender"), get("recipient")
     return assemble(  # type: ignore[no-any-return]  # by position: keywords cost more on this road

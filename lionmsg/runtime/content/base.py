@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic_core import to_jsonable_python
 
+from lionmsg.runtime.content.lazylists import NOT_MADE, LazyList, keep_lazy_in_subclass
 from lionmsg.runtime.fastpath import ATOMS, MISSING, deep_copy, flat_records_copy, json_copy, plain_copy
 from lionmsg.runtime.wire import (
     UNWRITABLE_DEPTH,
@@ -36,6 +37,10 @@ class MessageContent:
     """
 
     __slots__ = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        keep_lazy_in_subclass(cls)
 
     _WIRE_FIELDS: ClassVar[frozenset[str]]
     # Extra input names `from_dict` accepts beyond the dataclass fields (LionAGI compatibility).
@@ -140,7 +145,7 @@ class MessageContent:
             return cls(**data)
         content = object.__new__(cls)
         taken = 0
-        for name, default, factory in init:
+        for name, attribute, default, factory in init:
             value = data.get(name, _ABSENT)
             if value is _ABSENT:
                 if default is dataclasses.MISSING and factory is dataclasses.MISSING:
@@ -148,9 +153,9 @@ class MessageContent:
                 value = default if factory is dataclasses.MISSING else factory()
             else:
                 taken += 1
-            setattr(content, name, value)
+            setattr(content, attribute, value)
         if taken < len(data):
-            unknown = sorted_names(set(data) - {name for name, _, _ in init})
+            unknown = sorted_names(set(data) - {name for name, _, _, _ in init})
             raise TypeError(f"{cls.__name__}() got an unexpected keyword argument {unknown[0]!r}")
         content._normalize_and_check()
         return content
@@ -221,20 +226,27 @@ class MessageContent:
 
 # Per content class, computed once: `dataclasses.fields` rebuilds its answer on every call.
 _INPUT_NAMES: dict[type[MessageContent], frozenset[str]] = {}
-_INIT_FIELDS: dict[type[MessageContent], tuple[tuple[str, Any, Any], ...] | None] = {}
+_INIT_FIELDS: dict[type[MessageContent], tuple[tuple[str, str, Any, Any], ...] | None] = {}
 _GENERATED_MODULE = "lionmsg.generated.content"
 _ABSENT: Any = object()
 
 
-def _init_fields(cls: type[MessageContent]) -> tuple[tuple[str, Any, Any], ...] | None:
-    """A generated class's `__init__` parameters as (name, default, default factory); None for any other
+def _init_fields(cls: type[MessageContent]) -> tuple[tuple[str, str, Any, Any], ...] | None:
+    """A generated class's `__init__` parameters as (name, attribute to set, default, default factory):
+    a lazy list field is set through its slot, unmade by default (see lazylists); None for any other
     class (see MessageContent._from_owned)."""
     if cls in _INIT_FIELDS:
         return _INIT_FIELDS[cls]
     init = None
     if cls.__module__ == _GENERATED_MODULE:
         fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-        init = tuple((f.name, f.default, f.default_factory) for f in fields if f.init)
+        init = tuple(
+            (f.name, f"_raw_{f.name}", NOT_MADE, dataclasses.MISSING)
+            if isinstance(cls.__dict__.get(f.name), LazyList)
+            else (f.name, f.name, f.default, f.default_factory)
+            for f in fields
+            if f.init
+        )
     _INIT_FIELDS[cls] = init
     return init
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from lionmsg.runtime.content.base import MessageContent, owned_copy
 from lionmsg.runtime.content.images import image_problem, image_url
+from lionmsg.runtime.content.lazylists import NOT_MADE, NotMade
 from lionmsg.runtime.content.structure import JsonStructure, build_structure, resolve_structure, response_schema
 from lionmsg.runtime.render.minimal_yaml import minimal_yaml
 from lionmsg.runtime.wire import RecordFieldError
@@ -55,6 +56,10 @@ class InstructionBehaviour(MessageContent):
         image_detail: str | None
         structure: Any
         _structure_instance: Any
+        # The slots of the lazy list fields (lionmsg.runtime.content.lazylists): NOT_MADE while empty.
+        _raw_prompt_context: list[Any] | NotMade
+        _raw_tool_schemas: list[dict[str, Any]] | NotMade
+        _raw_images: list[str] | NotMade
         _CHOICES: ClassVar[dict[str, frozenset[Any]]]  # the schema's enums (generated)
     else:
         __slots__ = ()
@@ -78,7 +83,7 @@ class InstructionBehaviour(MessageContent):
             if type(context) is list:
                 made = cls._new_with_plain(texts)
                 if made is not None:
-                    made.prompt_context = owned_copy(context)
+                    made._raw_prompt_context = owned_copy(context) or NOT_MADE
                     return made
         return super().from_dict(data)
 
@@ -103,7 +108,7 @@ class InstructionBehaviour(MessageContent):
     def _plain_changes_keep_the_rest(self) -> bool:
         # _from_input gives images without a detail "auto" (LionAGI's from_dict rule): content loaded
         # from a record keeps null, and a rebuild would fill it in.
-        return not (self.images and self.image_detail is None)
+        return not (self._raw_images and self.image_detail is None)
 
     @classmethod
     def _record_field_error(cls, field: str, message: str, value: Any) -> RecordFieldError:
@@ -117,11 +122,16 @@ class InstructionBehaviour(MessageContent):
         return super()._record_field_error(field, message, value)
 
     def _normalize(self) -> None:
-        # Lists, the usual values (and all a record holds), are copied without the helpers' calls.
-        context, schemas, images = self.prompt_context, self.tool_schemas, self.images
-        self.prompt_context = list(context) if type(context) is list else _as_list(context)
-        self.tool_schemas = list(schemas) if type(schemas) is list else _flat_tool_schemas(schemas)
-        self.images = images = list(images) if type(images) is list else _as_list(images)
+        # Lists, the usual values (and all a record holds), are copied without the helpers' calls; an
+        # empty one is left unmade (NOT_MADE, as it may be already: see lazylists).
+        context, schemas, images = self._raw_prompt_context, self._raw_tool_schemas, self._raw_images
+        if context is not NOT_MADE:
+            self._raw_prompt_context = (list(context) if type(context) is list else _as_list(context)) or NOT_MADE
+        if schemas is not NOT_MADE:
+            schemas = list(schemas) if type(schemas) is list else _flat_tool_schemas(schemas)
+            self._raw_tool_schemas = schemas or NOT_MADE
+        if images is not NOT_MADE:
+            self._raw_images = images = (list(images) if type(images) is list else _as_list(images)) or NOT_MADE
         for index, ref in enumerate(images):
             problem = image_problem(ref)
             if problem is not None:
@@ -164,7 +174,8 @@ class InstructionBehaviour(MessageContent):
     def rendered(self) -> str | list[dict[str, Any]]:
         """The prompt text; with images, a provider-neutral list: one text part, then image parts."""
         text = self._text()
-        if not self.images:
+        images = self._raw_images  # read, not made: rendering changes nothing
+        if not images:
             return text
         detail = self.image_detail or "auto"
         allowed = self._CHOICES["image_detail"]  # assigned since construction, perhaps: checked again
@@ -172,20 +183,19 @@ class InstructionBehaviour(MessageContent):
             named = ", ".join(sorted(str(value) for value in allowed if value is not None))
             raise ValueError(f"InstructionContent.image_detail {detail!r} is not one of {named}")
         parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
-        parts.extend(
-            {"type": "image_url", "image_url": {"url": _sendable(ref), "detail": detail}} for ref in self.images
-        )
+        parts.extend({"type": "image_url", "image_url": {"url": _sendable(ref), "detail": detail}} for ref in images)
         return parts
 
     def _text(self) -> str:
         if self.plain_content:
             return self.plain_content
         structure = self._structure()
+        context, schemas = self._raw_prompt_context, self._raw_tool_schemas  # read, not made
         sections: dict[str, Any] = {
             "Guidance": self.guidance,
             "Instruction": self.instruction,
-            "Context": self.prompt_context,
-            "Tools": self.tool_schemas,
+            "Context": None if context is NOT_MADE else context,
+            "Tools": None if schemas is NOT_MADE else schemas,
             "ResponseSchema": None if structure is None else response_schema(structure),
             "ResponseFormat": None if structure is None else structure.render(),
         }
