@@ -126,6 +126,9 @@ class MessageManager:
                 f"a history holds one system message; the messages hold {len(systems)} (MessageManager(messages="
                 "..., system=<the System to keep>) loads them without the others)"
             )
+        # A history grows by appends and is rarely asked for a position: its order makes its id -> position
+        # index when first needed (OrderedIds; nothing to drop when it starts with messages).
+        pile._order.forget_map()
         self.messages = pile
         self.on_message_added: list[MessageCallback] = observers
         self.on_history_changed: list[HistoryListener] = []
@@ -222,6 +225,7 @@ class MessageManager:
             self._latest_change_began = changes_made(self.messages)
         system = self.system
         self.messages.clear()
+        self.messages._order.forget_map()  # as in __init__
         if system is not None:
             self.messages.include(system)
         self._note_change_ended()
@@ -607,7 +611,9 @@ def _holds_in_step(pile: Pile[Message], message: Message) -> bool:
     it none to read)."""
     key = message.id.int
     stored = pile._items.get(key)
-    if (stored is None) is (key in pile._order._slot_of):
+    order = pile._order
+    # Unmapped, the order holds exactly the pile's ids (see OrderedIds): in step, with no index to make.
+    if order._mapped and (stored is None) is (key in order._slot_of):
         raise pile._out_of_step()
     return stored is message
 

@@ -355,10 +355,12 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                     self._items[key] = items
                     return held is not items
                 order = self._order
-                if key in order._slot_of:  # ordered behind the pile's back: it would be there twice
-                    raise self._out_of_step()
-                # Straight into the order's storage, no call.
-                order._slot_of[key] = len(order._slots)
+                if order._mapped:  # straight into the order's storage, no call
+                    slot_of = order._slot_of
+                    if key in slot_of:  # ordered behind the pile's back: it would be there twice
+                        raise self._out_of_step()
+                    slot_of[key] = len(order._slots)
+                # Unmapped, the order holds only this pile's ids (see OrderedIds): none to check.
                 order._slots.append(ident)
                 self._items[key] = items
                 return True
@@ -370,7 +372,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
             for item in new:
                 held = self._items.get(item.id.int)
                 if held is None:
-                    self._progression.append(item.id)
+                    self._order_absent(item.id)
                 self._items[item.id.int] = item
                 changed = changed or held is not item
         return changed
@@ -378,6 +380,8 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
     def _refuse_ordered_strangers(self, new: list[T]) -> None:
         """The pile's out-of-step ValueError, before anything changes, when an item to add carries an id
         its order already names (put there behind the pile's back): appending it would fail midway."""
+        if not self._order._mapped:  # only this pile has changed its order (see OrderedIds): no strangers
+            return
         slot_of, held = self._order._slot_of, self._items
         if any(item.id.int not in held and item.id.int in slot_of for item in new):
             raise self._out_of_step()
@@ -393,10 +397,14 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         if self._admitted.get(type(items)):  # the common case, kept cheap: an element of an admitted class
             ident = items.id
             if ident.int not in self._items:
-                try:
-                    self._order.append(ident)  # straight to the storage: one call, not two
-                except ValueError:  # ordered already, behind the pile's back: say so, as include() does
-                    raise self._out_of_step() from None
+                order = self._order
+                if not order._mapped:  # only this pile has changed its order (see OrderedIds): it lacks the id
+                    order._slots.append(ident)
+                else:
+                    try:
+                        order.append(ident)  # straight to the storage: one call, not two
+                    except ValueError:  # ordered already, behind the pile's back: say so, as include() does
+                        raise self._out_of_step() from None
             self._items[ident.int] = items
             return
         new = self._as_items(items)
@@ -404,8 +412,17 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         self._refuse_ordered_strangers(new)
         for item in new:
             if item.id.int not in self._items:
-                self._progression.append(item.id)
+                self._order_absent(item.id)
             self._items[item.id.int] = item
+
+    def _order_absent(self, ident: UUID) -> None:
+        """Append to the order the id of an item the pile lacks (the caller holds the lock and has refused
+        ids ordered behind the pile's back: `_refuse_ordered_strangers`)."""
+        order = self._order
+        if order._mapped:
+            order.append(ident)
+        else:  # only this pile has changed its order (see OrderedIds): it lacks the id, and needs no index
+            order._slots.append(ident)
 
     def insert(self, index: int, item: T) -> None:
         """Insert an item before position `index`; ValueError when the pile holds its id (or its order
@@ -758,7 +775,7 @@ def changes_made(pile: Pile[Any]) -> tuple[int, int]:
     item replaced under its own id is not a change here: like content edited in place, it changes what
     a message says, not which messages there are."""
     ids = pile._order
-    return ids._changes, len(ids._slot_of)
+    return ids._changes, len(ids)
 
 
 def _refuse_several(ref: Any, method: str, one: str = "an id, its text, an element, a position or a slice") -> None:

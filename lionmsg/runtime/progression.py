@@ -1,6 +1,7 @@
 """Progression: an ordered set of UUIDs (ADR-0006 D3: a Pile's order, a Branch's selected view).
 
-Membership, `index()`, replace-at-index, append and removal at either end are O(1) (amortised); removing
+Membership, `index()`, replace-at-index, append and removal at either end are O(1) (amortised: the
+id -> position index of storage that starts empty is made on first need, see `OrderedIds`); removing
 from the middle leaves a gap that later positional look-ups skip in O(log gaps), and gaps are compacted
 once they make up half of the storage, as is the room removals from the front leave once it exceeds the
 ids held. Inserting at the front reuses head room (grown geometrically), so
@@ -95,24 +96,55 @@ class OrderedIds:
     The index is keyed by each id's 128-bit integer, which identifies it exactly as the UUID does
     (UUIDs compare and hash by it): hashing an int is native, `UUID.__hash__` is a Python call.
 
+    Empty storage can drop its index (`forget_map`, as a history's pile does when it starts or is
+    cleared) to have it made again when first needed: until then the storage is an `_UnmappedIds`
+    (`_mapped` False, `_slot_of` unset: reading it makes it), and a history that only grows by its
+    pile's appends (`Pile` appends an item it lacks straight to `_slots` while the order is unmapped)
+    keeps none, about 80 bytes per id at 100,000 ids. Every other change reads the index first, so
+    while it is unmapped nothing but its pile has changed the order, which then holds exactly the
+    pile's ids. A caller that does not hold the owner's lock makes it under that lock
+    (`Progression.__contains__`): an append meanwhile would be left out of it.
+
     `_changes` grows with every change but an append at the end (code that edits the slots directly
     must bump it too, unless it appends): with the length it tells whether anything changed since it was
     last read, at no cost on the hot path, where appends are counted by the length alone (see
     `pile.changes_made`, which a store uses to see changes made behind a manager's back).
     """
 
-    __slots__ = ("_changes", "_gaps", "_head", "_slot_of", "_slots")
+    __slots__ = ("_changes", "_gaps", "_head", "_mapped", "_slot_of", "_slots")
 
     def __init__(self, ids: Iterable[UUID] = ()) -> None:
         self._slots: list[UUID | None] = list(ids)
-        self._slot_of: dict[int, int] = {}
-        if self._slots:  # an Exchange opens many empty inboxes: skip the comprehension for them
-            self._slot_of = {ident.int: slot for slot, ident in enumerate(self._slots)}  # type: ignore[union-attr]
-            if len(self._slot_of) != len(self._slots):
-                raise ValueError("a progression holds each id once: the order has duplicates")
         self._head = 0  # first used slot; slots before it are head room
         self._gaps: list[int] = []  # sorted slots emptied by removals
         self._changes = 0
+        if self._slots:  # (the index made here is the duplicate check's)
+            slot_of = {ident.int: slot for slot, ident in enumerate(self._slots)}  # type: ignore[union-attr]
+            if len(slot_of) != len(self._slots):
+                raise ValueError("a progression holds each id once: the order has duplicates")
+        else:
+            slot_of = {}
+        self._set_map(slot_of)
+
+    def _make_map(self) -> dict[int, int]:
+        slots = self._slots
+        slot_of = {ident.int: slot for slot in range(self._head, len(slots)) if (ident := slots[slot]) is not None}
+        self._set_map(slot_of)
+        return slot_of
+
+    def _set_map(self, slot_of: dict[int, int]) -> None:
+        # In this order, so that cut short anywhere the storage stays whole: marked mapped with no index,
+        # an unmapped class makes it on the next read; with the index, the unmapped class only reads
+        # slower; the plain class last (see _UnmappedIds).
+        self._mapped = True
+        self._slot_of = slot_of
+        if type(self) is _UnmappedIds:
+            object.__setattr__(self, "__class__", OrderedIds)  # (mypy has narrowed `self` to the subclass)
+
+    def ensure_mapped(self) -> None:
+        """Make the index now (for a caller that holds the owner's lock, before an unlocked read)."""
+        if not self._mapped:
+            self._make_map()
 
     @classmethod
     def of_one(cls, ident: UUID) -> OrderedIds:
@@ -120,7 +152,7 @@ class OrderedIds:
         sender and recipient pair with the delivery that needs it, so this is most deliveries at small N."""
         ids = _new_object(cls)
         ids._slots = [ident]
-        ids._slot_of = {ident.int: 0}
+        ids._set_map({ident.int: 0})
         ids._head = 0
         ids._gaps = []
         ids._changes = 0
@@ -129,7 +161,7 @@ class OrderedIds:
     # -- reading -----------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._slot_of)
+        return len(self._slots) - self._head - len(self._gaps)
 
     def __iter__(self) -> Iterator[UUID]:
         if self._gaps:
@@ -287,8 +319,34 @@ class OrderedIds:
         return self.pop(0)
 
     def clear(self) -> None:
-        self._slots, self._slot_of, self._head, self._gaps = [], {}, 0, []
+        # Mapped (an empty index), even if it was not: a progression cleared behind its pile's back leaves
+        # the pile's items unordered, which the pile's checks must see (see `forget_map`).
+        self._set_map({})
+        self._slots, self._head, self._gaps = [], 0, []
         self._changes += 1
+
+    def forget_map(self) -> None:
+        """Drop the index of empty storage: its pile's appends then keep none until it is needed (for a
+        pile that holds nothing either: a history's, as it starts or is cleared). The class goes first
+        and the mark last, so that cut short anywhere, the next read makes the index again."""
+        if self._slots or not self._mapped:
+            return
+        self.__class__ = _UnmappedIds  # first: with its `_slot_of` unset, a read makes it again
+        del self._slot_of
+        self._mapped = False
+
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        # The default reads every slot, and reading an unset `_slot_of` would make it (_UnmappedIds).
+        state = {name: getattr(self, name) for name in ("_changes", "_gaps", "_head", "_mapped", "_slots")}
+        if self._mapped:
+            state["_slot_of"] = self._slot_of
+        return None, state
+
+    def __setstate__(self, state: tuple[Any, dict[str, Any]]) -> None:
+        for name, value in state[1].items():
+            setattr(self, name, value)
+        if "_mapped" not in state[1]:  # pickled before the index could be unmade: it has one
+            self._mapped = True
 
     # -- storage -----------------------------------------------------------------------------------
 
@@ -307,7 +365,7 @@ class OrderedIds:
             room = max(8, len(self._slots))  # geometric head room keeps prepends amortised O(1)
             self._slots[:0] = [_EMPTY] * room
             self._head = room
-            self._slot_of = {key: slot + room for key, slot in self._slot_of.items()}
+            self._set_map({key: slot + room for key, slot in self._slot_of.items()})
         self._head -= 1
         self._slots[self._head] = ident
         self._slot_of[ident.int] = self._head
@@ -343,7 +401,7 @@ class OrderedIds:
         held = self._slot_of
         ids = [ident for ident in self._slots[self._head :] if ident is not None and ident.int in held]
         self._slots = list[UUID | None](ids)
-        self._slot_of = {ident.int: slot for slot, ident in enumerate(ids)}
+        self._set_map({ident.int: slot for slot, ident in enumerate(ids)})
         self._head, self._gaps = 0, []
         self._changes += 1
 
@@ -353,8 +411,28 @@ class OrderedIds:
             return
         ids = list(self)
         self._slots = list[UUID | None](ids)
-        self._slot_of = {ident.int: slot for slot, ident in enumerate(ids)}
+        self._set_map({ident.int: slot for slot, ident in enumerate(ids)})
         self._head, self._gaps = 0, []
+
+
+class _UnmappedIds(OrderedIds):
+    """OrderedIds whose index is not made yet: reading `_slot_of` makes it, and the storage becomes a
+    plain OrderedIds (`_set_map`). A class of its own because a class with `__getattr__` has every
+    attribute read go through it (about 31 ns against 13 in CPython 3.11, and the interpreter does not
+    specialise them), and the Exchange's filing reads its storage's attributes on every delivery."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+        _slot_of: dict[int, int]
+    else:
+
+        def __getattr__(self, name: str) -> Any:
+            # Only for an unset slot: the index is made now (the caller holds the owner's lock, as for
+            # any other read of it).
+            if name == "_slot_of":
+                return self._make_map()
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 class OrderSnapshot(list[UUID]):
@@ -489,7 +567,11 @@ class Progression(CopiedUnderLock, Element):
         return self._ids.reversed_in_place()
 
     def __contains__(self, ref: Any) -> bool:
-        return ref in self._ids
+        ids = self._ids
+        if not ids._mapped:  # made under the lock: the pile may be appending meanwhile
+            with self._lock:
+                ids.ensure_mapped()
+        return ref in ids
 
     @overload
     def __getitem__(self, index: int) -> UUID: ...
@@ -548,7 +630,12 @@ class Progression(CopiedUnderLock, Element):
 
     def count(self, ref: Any) -> int:
         """1 when the id is present, else 0: an ordered set holds each id once."""
-        return 1 if to_uuid(ref).int in self._ids._slot_of else 0
+        ident = to_uuid(ref)
+        ids = self._ids
+        if not ids._mapped:
+            with self._lock:
+                ids.ensure_mapped()
+        return 1 if ident.int in ids._slot_of else 0
 
     def include(self, refs: Any) -> bool:
         with self._lock:
