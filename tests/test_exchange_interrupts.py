@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from types import CodeType, FrameType
+from collections.abc import Callable
+from contextlib import suppress
 from typing import Any, cast
 from uuid import UUID, uuid4
 
@@ -21,6 +19,7 @@ from lionmsg import Exchange, Message, Pile
 from lionmsg.runtime import exchange as exchange_module
 from lionmsg.runtime import flow as flow_module
 from lionmsg.runtime.progression import OrderedIds
+from tests.interrupts import interrupted_at, interruptible_lines
 
 # The code a collect runs from routing on (the order's exclusion of the taken ids included), apart from
 # the drop record's own two-line bookkeeping (`Exchange._drop`), which the README names as outside it.
@@ -38,41 +37,7 @@ FILING_CODE: list[Callable[..., Any]] = [
 ]
 
 
-def _lines(function: Callable[..., Any]) -> list[int]:
-    """The lines of a function's body a trace can stop at, but a `try:`: its line is a no-op outside the
-    try's own handlers, which a trace function can raise at and a real interrupt never lands on (the
-    interpreter looks for one at calls and jumps only)."""
-    code: CodeType = function.__code__
-    source, first = inspect.getsourcelines(function)
-    lines = {line for _, _, line in code.co_lines() if line is not None and line > code.co_firstlineno}
-    return sorted(line for line in lines if source[line - first].strip() != "try:")
-
-
-CASES = [(function, line) for function in FILING_CODE for line in _lines(function)]
-
-
-@contextmanager
-def interrupted_at(code: CodeType, line: int, hit: int = 1) -> Iterator[list[bool]]:
-    """Raise KeyboardInterrupt the `hit`-th time `code` reaches `line`; yields [True] once it did."""
-    fired: list[bool] = []
-    reached = [0]
-
-    def in_frame(frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "line" and frame.f_lineno == line and not fired:
-            reached[0] += 1
-            if reached[0] == hit:
-                fired.append(True)
-                raise KeyboardInterrupt
-        return in_frame
-
-    def calls(frame: FrameType, event: str, arg: Any) -> Any:
-        return in_frame if frame.f_code is code else None
-
-    sys.settrace(calls)
-    try:
-        yield fired
-    finally:
-        sys.settrace(None)
+CASES = [(function, line) for function in FILING_CODE for line in interruptible_lines(function)]
 
 
 def mail_in_flight() -> tuple[Exchange, UUID, dict[str, tuple[Message, list[Any]]]]:
@@ -189,7 +154,7 @@ def test_an_interrupt_between_the_order_map_and_its_slot_leaves_the_order_whole(
 # a later `unregister` a KeyError after taking the flow out); cut short in `unregister`'s drop loop, the
 # rest of the owner's queued mail was lost without a drop entry.
 OWNER_CODE: list[Callable[..., Any]] = [exchange_module.Exchange.register, exchange_module.Exchange.unregister]
-OWNER_CASES = [(function, line) for function in OWNER_CODE for line in _lines(function)]
+OWNER_CASES = [(function, line) for function in OWNER_CODE for line in interruptible_lines(function)]
 
 
 def assert_owners_whole(exchange: Exchange) -> None:

@@ -139,30 +139,41 @@ def test_deleting_the_field_deletes_the_slot() -> None:
         _ = content._raw_images
 
 
-def test_equality_repr_pickle_copies_and_replace_see_empty_lists() -> None:
-    # They read the public attributes, so they make the lists (of the content they read): what they
-    # give is the same as before lists were made lazily.
+def test_repr_equality_pickles_and_copies_read_the_slots_and_show_empty_lists() -> None:
+    # As before the lists were lazy (an unmade one shows and compares as []), and making none: logging,
+    # comparing or copying a message leaves it as small as it was.
     fresh = InstructionContent(instruction="x")
     made = InstructionContent(instruction="x")
     _ = made.images, made.tool_schemas, made.prompt_context
     assert fresh == made
     assert fresh == InstructionContent(instruction="x", images=[], tool_schemas=[], prompt_context=[])
-    assert "images=[]" in repr(InstructionContent(instruction="x"))
-    for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):  # 0 and 1 take no slots class without __getstate__
-        loaded = pickle.loads(pickle.dumps(InstructionContent(instruction="x"), protocol))
+    assert fresh != InstructionContent(instruction="x", images=[URL])
+    assert repr(fresh) == repr(made)
+    assert repr(fresh) == (
+        "InstructionContent(instruction='x', guidance=None, prompt_context=[], plain_content=None, tool_schemas=[], "
+        "response_format=None, images=[], image_detail=None, "
+        "structure=<class 'lionmsg.runtime.content.structure.JsonStructure'>)"
+    )
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        loaded = pickle.loads(pickle.dumps(fresh, protocol))
         assert loaded == fresh
-        assert loaded.images == []
-        assert type(loaded.images) is list
-    copied = copy.copy(InstructionContent(instruction="x"))
-    assert copied == fresh
+        assert unmade(loaded) == set(LAZY)
+    assert unmade(copy.copy(fresh)) == set(LAZY)
     message = stored_instruction()
+    logged = f"{message!r} {message}"
+    assert "images=[]" in logged
     duplicate = copy.deepcopy(message)
-    assert duplicate.content == message.content
+    loaded_message = pickle.loads(pickle.dumps(message))
+    assert duplicate.content == message.content == loaded_message.content
+    for content in (fresh, message.content, duplicate.content, loaded_message.content):
+        assert unmade(content) == {"tool_schemas", "images"} | ({"prompt_context"} if content is fresh else set())  # type: ignore[arg-type]
     assert duplicate.content.images == []  # type: ignore[union-attr]
     assert duplicate.content.images is not message.content.images  # type: ignore[union-attr]
+    # dataclasses.replace and asdict read the public attributes: they make the lists, and see them empty.
     replaced = dataclasses.replace(InstructionContent(instruction="x"), images=[URL])
     assert replaced.images == [URL]
     assert replaced.tool_schemas == []
+    assert dataclasses.asdict(InstructionContent(instruction="x"))["images"] == []
 
 
 def test_threads_reading_an_unmade_field_at_once_get_one_list() -> None:
@@ -208,6 +219,25 @@ def test_an_assignment_racing_a_first_read_is_never_lost() -> None:
         for thread in threads:
             thread.join()
         assert content.images is mine
+
+
+class _BuildsWhenFreed:
+    """An item whose finaliser builds instruction content, which assigns lazy fields."""
+
+    def __del__(self) -> None:
+        InstructionContent(instruction="Built while freed.")
+
+
+def test_a_finaliser_run_by_an_assignment_can_use_lazy_fields() -> None:
+    # The replaced list is freed after the lock is let go, and the lock is re-entrant: a finaliser that
+    # builds content no longer waits on a lock its own thread holds (review cw M4).
+    content = InstructionContent(instruction="x", prompt_context=[{"a": 1}])
+    content.prompt_context = [_BuildsWhenFreed()]
+    assigning = threading.Thread(target=setattr, args=(content, "prompt_context", []), daemon=True)  # (hangs if not)
+    assigning.start()
+    assigning.join(timeout=10)
+    assert not assigning.is_alive()
+    assert content.prompt_context == []
 
 
 # -- the pieces -----------------------------------------------------------------------------------

@@ -7,13 +7,17 @@ import copy
 import pickle
 import sys
 import threading
+from collections.abc import Callable
+from contextlib import suppress
+from functools import partial
 from typing import Any
 from uuid import uuid4
 
 import pytest
 
-from lionmsg import AssistantResponse, Instruction, MessageManager, Pile
+from lionmsg import AssistantResponse, Instruction, Message, MessageManager, Pile
 from lionmsg.runtime.progression import OrderedIds, Progression, _UnmappedIds
+from tests.interrupts import interrupted_at, interruptible_lines
 
 OUT_OF_STEP = "^the pile is out of step with its progression: "
 
@@ -146,6 +150,39 @@ def test_a_progression_cleared_behind_the_piles_back_is_seen_as_before() -> None
     assert len(manager.progression) == 0
 
 
+def test_one_progression_behind_two_histories_is_refused_as_out_of_step() -> None:
+    # Each history drops the shared order's index; the second add finds more ids ordered than its pile
+    # holds and takes the checked road (review cw H1).
+    shared = Progression()
+    first, second = MessageManager(progression=shared), MessageManager(progression=shared)
+    message = Instruction(content={"instruction": "Hi."})
+    first.add_message(instruction=message)
+    with pytest.raises(ValueError, match=OUT_OF_STEP + f"its progression orders {message.id}"):
+        second.add_message(instruction=message)
+    assert list(shared) == [message.id]
+    assert len(second.messages._items) == 0
+
+
+def test_an_unlocked_membership_test_makes_the_index_under_the_lock_only() -> None:
+    manager = grown(3)
+    first = manager.messages[0].id
+    answers: list[bool] = []
+    with manager.messages.thread_lock:  # held by this thread: the other one must wait to make the index
+        asking = threading.Thread(target=_ask, args=(manager, first, threading.Barrier(1), answers))
+        asking.start()
+        asking.join(timeout=0.2)
+        assert asking.is_alive()
+        assert not mapped(manager)
+    asking.join()
+    assert answers == [True]
+    assert mapped(manager)
+    with manager.messages.thread_lock:  # made already: read without the lock
+        asking = threading.Thread(target=_ask, args=(manager, first, threading.Barrier(1), answers))
+        asking.start()
+        asking.join(timeout=5)
+        assert answers == [True, True]
+
+
 # -- threads, copies, pickles ---------------------------------------------------------------------
 
 
@@ -240,3 +277,71 @@ def test_an_index_marked_but_not_set_is_made_on_the_next_read() -> None:
     assert_index_whole(ids)
     with pytest.raises(AttributeError, match="'_UnmappedIds' object has no attribute 'missing'"):
         _ = MessageManager().messages._order.missing  # type: ignore[attr-defined]
+
+
+# -- interrupts -----------------------------------------------------------------------------------
+
+
+def _adding() -> tuple[MessageManager, list[Message], Callable[[], Any]]:
+    manager = grown(3)
+    message = Instruction(content={"instruction": "New."})
+    return manager, [message], lambda: manager.add_message(instruction=message)
+
+
+def _clearing() -> tuple[MessageManager, list[Message], Callable[[], Any]]:
+    manager = grown(3)
+    _ = manager.progression.index(manager.messages[0].id)  # mapped, so clearing drops the index
+    return manager, list(manager.messages), manager.clear_messages
+
+
+def _indexing() -> tuple[MessageManager, list[Message], Callable[[], Any]]:
+    manager = grown(3)
+    first = manager.messages[0]
+    return (
+        manager,
+        [*manager.messages, Instruction(content={"instruction": "New."})],
+        lambda: first.id in manager.progression,
+    )
+
+
+INTERRUPTED_CODE: list[tuple[Callable[[], tuple[MessageManager, list[Message], Callable[[], Any]]], Any]] = [
+    (_adding, Pile._update_holding_lock),
+    (_clearing, MessageManager._clear_holding_lock),
+    (_clearing, Pile.clear),
+    (_clearing, OrderedIds.clear),
+    (_clearing, OrderedIds.forget_map),
+    (_indexing, Progression._index),
+    (_indexing, _UnmappedIds.__getattr__),
+    (_indexing, OrderedIds._make_map),
+    (_indexing, OrderedIds._set_map),
+]
+
+
+@pytest.mark.parametrize(("scenario", "function"), INTERRUPTED_CODE, ids=lambda value: value.__qualname__)
+def test_an_interrupt_anywhere_leaves_the_history_whole(scenario: Any, function: Any) -> None:
+    """Cut short at any line (KeyboardInterrupt raised by a trace, as a Ctrl-C lands between statements),
+    the order never holds an id twice, its index names exactly its ids, and adding the messages involved
+    again either works or is the pile's out-of-step error, never a duplicate."""
+    fired_lines = []
+    for line in interruptible_lines(function):
+        manager, involved, change = scenario()
+        with interrupted_at(function.__code__, line) as fired, suppress(KeyboardInterrupt):
+            change()
+        if fired:
+            fired_lines.append(line)
+        for message in involved:
+            refused = _refusal(partial(manager.add_message, instruction=message))
+            assert refused is None or refused.startswith("the pile is out of step with its progression")
+        ordered = list(manager.progression)
+        assert len(ordered) == len(set(ordered))
+        assert_index_whole(manager.messages._order)
+    assert fired_lines  # the scenario reaches the code
+
+
+def _refusal(call: Callable[[], Any]) -> str | None:
+    """The ValueError's message when `call` raises one, else None."""
+    try:
+        call()
+    except ValueError as error:
+        return str(error)
+    return None

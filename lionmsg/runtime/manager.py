@@ -610,10 +610,11 @@ def _holds_in_step(pile: Pile[Message], message: Message) -> bool:
     or held but left out of the order (a replacement would have no index, and the observers that place
     it none to read)."""
     key = message.id.int
-    stored = pile._items.get(key)
-    order = pile._order
-    # Unmapped, the order holds exactly the pile's ids (see OrderedIds): in step, with no index to make.
-    if order._mapped and (stored is None) is (key in order._slot_of):
+    held, order = pile._items, pile._order  # (a pydantic model's attributes: each read once)
+    stored = held.get(key)
+    # An order that holds only the pile's own ids (Pile._orders_only_its_own, inline) is in step, with no
+    # index to make.
+    if (order._mapped or len(order._slots) != len(held)) and (stored is None) is (key in order._slot_of):
         raise pile._out_of_step()
     return stored is message
 

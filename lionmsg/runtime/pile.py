@@ -355,12 +355,11 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                     self._items[key] = items
                     return held is not items
                 order = self._order
-                if order._mapped:  # straight into the order's storage, no call
+                if not self._orders_only_its_own():  # straight into the order's storage, no call
                     slot_of = order._slot_of
                     if key in slot_of:  # ordered behind the pile's back: it would be there twice
                         raise self._out_of_step()
                     slot_of[key] = len(order._slots)
-                # Unmapped, the order holds only this pile's ids (see OrderedIds): none to check.
                 order._slots.append(ident)
                 self._items[key] = items
                 return True
@@ -380,7 +379,7 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
     def _refuse_ordered_strangers(self, new: list[T]) -> None:
         """The pile's out-of-step ValueError, before anything changes, when an item to add carries an id
         its order already names (put there behind the pile's back): appending it would fail midway."""
-        if not self._order._mapped:  # only this pile has changed its order (see OrderedIds): no strangers
+        if self._orders_only_its_own():  # no strangers
             return
         slot_of, held = self._order._slot_of, self._items
         if any(item.id.int not in held and item.id.int in slot_of for item in new):
@@ -396,16 +395,17 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
         costs as much as the rest of the update of one item."""
         if self._admitted.get(type(items)):  # the common case, kept cheap: an element of an admitted class
             ident = items.id
-            if ident.int not in self._items:
+            held = self._items  # read once: an attribute of a pydantic model is a slow read
+            if ident.int not in held:
                 order = self._order
-                if not order._mapped:  # only this pile has changed its order (see OrderedIds): it lacks the id
-                    order._slots.append(ident)
+                if not order._mapped and len(order._slots) == len(held):  # _orders_only_its_own, inline
+                    order._slots.append(ident)  # (the usual add's road): the order lacks the id
                 else:
                     try:
                         order.append(ident)  # straight to the storage: one call, not two
                     except ValueError:  # ordered already, behind the pile's back: say so, as include() does
                         raise self._out_of_step() from None
-            self._items[ident.int] = items
+            held[ident.int] = items
             return
         new = self._as_items(items)
         self._check(new)
@@ -418,11 +418,19 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
     def _order_absent(self, ident: UUID) -> None:
         """Append to the order the id of an item the pile lacks (the caller holds the lock and has refused
         ids ordered behind the pile's back: `_refuse_ordered_strangers`)."""
+        if self._orders_only_its_own():  # so it lacks the id, and needs no index
+            self._order._slots.append(ident)
+        else:
+            self._order.append(ident)
+
+    def _orders_only_its_own(self) -> bool:
+        """Whether the order has no index and holds as many ids as the pile holds items: then only this
+        pile has changed it (every other change makes the index first, see OrderedIds), so it orders
+        exactly the pile's items, and an item the pile lacks is not in it. The count catches what would
+        break that: an append or removal cut short between the order and the items, or one progression
+        given to two piles (O(1): unindexed storage has no head room or gaps). The caller holds the lock."""
         order = self._order
-        if order._mapped:
-            order.append(ident)
-        else:  # only this pile has changed its order (see OrderedIds): it lacks the id, and needs no index
-            order._slots.append(ident)
+        return not order._mapped and len(order._slots) == len(self._items)
 
     def insert(self, index: int, item: T) -> None:
         """Insert an item before position `index`; ValueError when the pile holds its id (or its order
@@ -757,7 +765,7 @@ def out_of_step(pile: Pile[Any]) -> tuple[UUID, str] | None:
         unheld = next((ident for ident in ids if ident.int not in items), None)
         if unheld is not None:
             found, detail = unheld, f"its progression orders {unheld}, which the pile does not hold"
-        elif len(ids) != len(items):
+        elif len(ids._slot_of) != len(items):  # (the index: every id the order holds, once)
             found = next(item.id for key, item in items.items() if key not in ids._slot_of)
             detail = f"it holds {found}, which its progression does not order"
         else:

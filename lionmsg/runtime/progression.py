@@ -141,11 +141,6 @@ class OrderedIds:
         if type(self) is _UnmappedIds:
             object.__setattr__(self, "__class__", OrderedIds)  # (mypy has narrowed `self` to the subclass)
 
-    def ensure_mapped(self) -> None:
-        """Make the index now (for a caller that holds the owner's lock, before an unlocked read)."""
-        if not self._mapped:
-            self._make_map()
-
     @classmethod
     def of_one(cls, ident: UUID) -> OrderedIds:
         """`OrderedIds([ident])` without the general constructor's work: an Exchange opens an inbox per
@@ -161,7 +156,12 @@ class OrderedIds:
     # -- reading -----------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._slots) - self._head - len(self._gaps)
+        # One read of the index, or of the slots while there is none (unmapped storage has no head room
+        # or gaps): an unlocked len() sees no change half made, and never makes the index (see _index_as_is).
+        try:
+            return len(_index_as_is(self))
+        except AttributeError:
+            return len(self._slots)
 
     def __iter__(self) -> Iterator[UUID]:
         if self._gaps:
@@ -182,12 +182,7 @@ class OrderedIds:
                 yield ident
 
     def __contains__(self, ref: Any) -> bool:
-        try:
-            return to_uuid(ref).int in self._slot_of
-        except (TypeError, ValueError):
-            if isinstance(ref, (list, tuple)):  # every one of them, as LionAGI reads it (none: True)
-                return all(member in self for member in ref)
-            return False
+        return holds(self._slot_of, ref)
 
     @overload
     def __getitem__(self, index: int) -> UUID: ...
@@ -320,9 +315,11 @@ class OrderedIds:
 
     def clear(self) -> None:
         # Mapped (an empty index), even if it was not: a progression cleared behind its pile's back leaves
-        # the pile's items unordered, which the pile's checks must see (see `forget_map`).
-        self._set_map({})
-        self._slots, self._head, self._gaps = [], 0, []
+        # the pile's items unordered, which the pile's checks must see (see `forget_map`). One statement,
+        # with no call in it for an interrupt to land at; the plain class after it (see _set_map).
+        self._mapped, self._slot_of, self._slots, self._head, self._gaps = True, {}, [], 0, []
+        if type(self) is _UnmappedIds:
+            object.__setattr__(self, "__class__", OrderedIds)
         self._changes += 1
 
     def forget_map(self) -> None:
@@ -336,10 +333,15 @@ class OrderedIds:
         self._mapped = False
 
     def __getstate__(self) -> tuple[None, dict[str, Any]]:
-        # The default reads every slot, and reading an unset `_slot_of` would make it (_UnmappedIds).
-        state = {name: getattr(self, name) for name in ("_changes", "_gaps", "_head", "_mapped", "_slots")}
-        if self._mapped:
-            state["_slot_of"] = self._slot_of
+        # The default reads every slot, and reading an unset `_slot_of` would make it (_UnmappedIds),
+        # unlocked (a copy or pickle may be made without the owner's lock).
+        state = {name: getattr(self, name) for name in ("_changes", "_gaps", "_head", "_slots")}
+        try:
+            state["_slot_of"] = _index_as_is(self)
+        except AttributeError:
+            state["_mapped"] = False
+        else:
+            state["_mapped"] = True
         return None, state
 
     def __setstate__(self, state: tuple[Any, dict[str, Any]]) -> None:
@@ -413,6 +415,22 @@ class OrderedIds:
         self._slots = list[UUID | None](ids)
         self._set_map({ident.int: slot for slot, ident in enumerate(ids)})
         self._head, self._gaps = 0, []
+
+
+_index_as_is = OrderedIds.__dict__["_slot_of"].__get__
+"""An OrderedIds' index as it is: AttributeError when it is not made, never making it (the slot's own
+reader, which no `__getattr__` follows): for readers that may not hold the owner's lock."""
+
+
+def holds(slot_of: dict[int, int], ref: Any) -> bool:
+    """Whether an index names `ref` (an id, its text, an element; a list or tuple: every one of them, as
+    LionAGI reads it, none: True)."""
+    try:
+        return to_uuid(ref).int in slot_of
+    except (TypeError, ValueError):
+        if isinstance(ref, (list, tuple)):
+            return all(holds(slot_of, member) for member in ref)
+        return False
 
 
 class _UnmappedIds(OrderedIds):
@@ -567,11 +585,16 @@ class Progression(CopiedUnderLock, Element):
         return self._ids.reversed_in_place()
 
     def __contains__(self, ref: Any) -> bool:
-        ids = self._ids
-        if not ids._mapped:  # made under the lock: the pile may be appending meanwhile
+        return holds(self._index(), ref)
+
+    def _index(self) -> dict[int, int]:
+        """The storage's index for a read that holds no lock: as it is, or made under the lock (a pile may
+        be appending meanwhile, and an append during an unlocked making would be left out of it)."""
+        try:
+            return _index_as_is(self._ids)  # type: ignore[no-any-return]
+        except AttributeError:
             with self._lock:
-                ids.ensure_mapped()
-        return ref in ids
+                return self._ids._slot_of
 
     @overload
     def __getitem__(self, index: int) -> UUID: ...
@@ -630,12 +653,7 @@ class Progression(CopiedUnderLock, Element):
 
     def count(self, ref: Any) -> int:
         """1 when the id is present, else 0: an ordered set holds each id once."""
-        ident = to_uuid(ref)
-        ids = self._ids
-        if not ids._mapped:
-            with self._lock:
-                ids.ensure_mapped()
-        return 1 if ident.int in ids._slot_of else 0
+        return 1 if to_uuid(ref).int in self._index() else 0
 
     def include(self, refs: Any) -> bool:
         with self._lock:
