@@ -345,3 +345,15 @@ def _refusal(call: Callable[[], Any]) -> str | None:
     except ValueError as error:
         return str(error)
     return None
+
+
+def test_an_order_holding_an_id_twice_is_named_as_such() -> None:
+    # Unreachable through the library's methods (the pile checks the count before it appends unchecked),
+    # but what the out-of-step check says if storage were ever left so: never a bare StopIteration.
+    manager = grown(2)
+    order = manager.messages._order
+    twice = order._slots[0]
+    assert twice is not None
+    order._slots.append(twice)
+    with pytest.raises(ValueError, match=OUT_OF_STEP + f"its progression orders {twice} twice"):
+        manager.to_dict()

@@ -116,6 +116,20 @@ def test_adds_write_through_in_order(store: SQLiteStore, path: Path) -> None:
     assert [position for _, position, _ in rows(path, "b")] == [1, 2, 3, 4]  # 0 is the system's
 
 
+def test_appends_written_through_leave_the_history_without_its_position_index(store: SQLiteStore, path: Path) -> None:
+    # The store writes each appended message's position read at the end of the order: the history keeps
+    # no id -> position index for it (about 80 bytes a message), as without a store.
+    manager = MessageManager()
+    store.attach(manager, "b")
+    for text in ("one", "two", "three"):
+        manager.add_message(instruction=text)
+    assert not manager.messages._order._mapped
+    revised = manager.messages[1]
+    manager.add_message(instruction=revised, guidance="Again.")  # not at the end: looked up by id
+    assert [position for _, position, _ in rows(path, "b")] == [1, 2, 3]
+    assert_same_history(reloaded(path, "b"), manager)
+
+
 def test_the_async_path_writes_through_too(store: SQLiteStore, path: Path) -> None:
     manager = MessageManager()
     store.attach(manager, "b")

@@ -765,15 +765,29 @@ def out_of_step(pile: Pile[Any]) -> tuple[UUID, str] | None:
         unheld = next((ident for ident in ids if ident.int not in items), None)
         if unheld is not None:
             found, detail = unheld, f"its progression orders {unheld}, which the pile does not hold"
-        elif len(ids._slot_of) != len(items):  # (the index: every id the order holds, once)
-            found = next(item.id for key, item in items.items() if key not in ids._slot_of)
-            detail = f"it holds {found}, which its progression does not order"
+        elif len(ids) != len(items):  # (the index's count, or the slots' while it has none: no index made)
+            unordered: UUID | None = next((item.id for key, item in items.items() if key not in ids._slot_of), None)
+            if unordered is not None:
+                found, detail = unordered, f"it holds {unordered}, which its progression does not order"
+            else:  # every item ordered, and more ids than items: one of them twice
+                found = _ordered_twice(ids)
+                detail = f"its progression orders {found} twice"
         else:
             return None
     return found, (
         f"the pile is out of step with its progression: {detail} (changed through pile.progression; add, "
         "remove and reorder items through the pile)"
     )
+
+
+def _ordered_twice(ids: OrderedIds) -> UUID:
+    """The first id an order holds twice (the caller knows there is one)."""
+    seen: set[int] = set()
+    for ident in ids:
+        if ident.int in seen:
+            return ident
+        seen.add(ident.int)
+    raise AssertionError("no id is ordered twice")
 
 
 def changes_made(pile: Pile[Any]) -> tuple[int, int]:

@@ -685,8 +685,13 @@ class SQLiteStore:
 
 def _position(manager: MessageManager, message: Message) -> int:
     """The stored position of a message of the history: its index, shifted so that position 0 stays
-    reserved for the system message."""
-    index = manager.progression.index(message.id)
+    reserved for the system message. The message just appended (what most writes write) is read at the
+    end, by position: asking the order for an id's index would make its id -> position index, which a
+    history keeps only once something needs it (OrderedIds). The caller holds the history's lock."""
+    order = manager.progression
+    ident = message.id
+    last = len(order) - 1
+    index = last if last >= 0 and order[last] == ident else order.index(ident)
     return index if manager.system is not None else index + 1
 
 
