@@ -354,8 +354,8 @@ class Pile(CopiedUnderLock, Element, Generic[T]):
                 if held is not None:
                     self._items[key] = items
                     return held is not items
-                order = self._order
-                if not self._orders_only_its_own():  # straight into the order's storage, no call
+                order = self._order  # straight into the order's storage
+                if not self._orders_only_its_own():
                     slot_of = order._slot_of
                     if key in slot_of:  # ordered behind the pile's back: it would be there twice
                         raise self._out_of_step()

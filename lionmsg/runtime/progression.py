@@ -1,7 +1,7 @@
 """Progression: an ordered set of UUIDs (ADR-0006 D3: a Pile's order, a Branch's selected view).
 
-Membership, `index()`, replace-at-index, append and removal at either end are O(1) (amortised: the
-id -> position index of storage that starts empty is made on first need, see `OrderedIds`); removing
+Membership, `index()`, replace-at-index, append and removal at either end are O(1) (amortised: a
+history's id -> position index is made on first need, see `OrderedIds`); removing
 from the middle leaves a gap that later positional look-ups skip in O(log gaps), and gaps are compacted
 once they make up half of the storage, as is the room removals from the front leave once it exceeds the
 ids held. Inserting at the front reuses head room (grown geometrically), so
@@ -138,8 +138,11 @@ class OrderedIds:
         # slower; the plain class last (see _UnmappedIds).
         self._mapped = True
         self._slot_of = slot_of
+        self._plain_again()
+
+    def _plain_again(self) -> None:
         if type(self) is _UnmappedIds:
-            object.__setattr__(self, "__class__", OrderedIds)  # (mypy has narrowed `self` to the subclass)
+            object.__setattr__(self, "__class__", OrderedIds)  # (a plain assignment: mypy narrowed `self`)
 
     @classmethod
     def of_one(cls, ident: UUID) -> OrderedIds:
@@ -318,8 +321,7 @@ class OrderedIds:
         # the pile's items unordered, which the pile's checks must see (see `forget_map`). One statement,
         # with no call in it for an interrupt to land at; the plain class after it (see _set_map).
         self._mapped, self._slot_of, self._slots, self._head, self._gaps = True, {}, [], 0, []
-        if type(self) is _UnmappedIds:
-            object.__setattr__(self, "__class__", OrderedIds)
+        self._plain_again()
         self._changes += 1
 
     def forget_map(self) -> None:
