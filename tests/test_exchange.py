@@ -423,7 +423,9 @@ def test_a_delivery_whose_id_the_inbox_still_lists_changes_nothing_and_is_droppe
     receiver.items.pop(gone.id)  # the inbox still lists it
     sender.queue(gone)  # and it is sent again
     assert run(exchange.collect(a)) == 0
-    assert [(drop.reason, drop.message_id) for drop in exchange.dropped] == [(DROP_DELIVERY_ERROR, str(gone.id))]
+    assert [(drop.reason, drop.message_id, drop.detail) for drop in exchange.dropped] == [
+        (DROP_DELIVERY_ERROR, str(gone.id), f"ValueError: {gone.id} is already in the progression")
+    ]
     assert gone.id not in receiver.items
     assert list(receiver.items.keys()) == [m.id for m in kept]
     assert list(receiver.items.progression) == [m.id for m in kept]

@@ -28,6 +28,7 @@ from lionmsg.runtime.exchange import (
     DROP_SENDER_UNREGISTERED,
     DROP_UNKNOWN_RECIPIENT,
     DROP_UNREGISTERED,
+    route_pairs,
 )
 from tests.mail import drop_address, failing_deliveries
 
@@ -84,7 +85,7 @@ class Ledger:
                 intended = [str(owner) for owner in owners if owner != sender]
             else:
                 intended = [drop_address(message.recipient)]
-            ledger.routed[message.id] = (intended, owners, [target for target, _ in routes])
+            ledger.routed[message.id] = (intended, owners, [target for target, _ in route_pairs(routes)])
             return routes
 
         monkeypatch.setattr(Exchange, "_route", spy)

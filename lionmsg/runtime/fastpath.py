@@ -410,11 +410,16 @@ def message_copies(message: M, count: int) -> list[M]:
     fields_set = message.__pydantic_fields_set__
     shared = type(fields_set) is SharedFieldsSet
     copies: list[M] = []
-    for _ in range(count):
+    for _ in range(count):  # trusted_instance spelled out: its call was a tenth of a copy
         copied = values.copy()
         copied["content"] = copy_content(content)
         copied["metadata"] = {}
-        copies.append(trusted_instance(cls, copied, fields_set if shared else fields_set.copy()))
+        made = _new_object(cls)
+        set_fields_dict(made, copied)
+        set_fields_set(made, fields_set if shared else fields_set.copy())
+        _set_extra(made, None)
+        _set_private(made, None)
+        copies.append(made)
     return copies
 
 

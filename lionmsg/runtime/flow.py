@@ -202,10 +202,19 @@ class _Storage:
         Raised out of, it is in neither: refused, nothing changed; cut short by an interrupt, whatever
         it had done is taken back, unless the inbox lists it already (then it was delivered)."""
         # What `_store` refuses (an id the pile holds, or orders behind its back): then nothing is undone.
-        given = getattr(message, "id", None)  # (what is no message at all is refused by `_store`)
-        new_here = type(given) is UUID and given.int not in self.stored and given.int not in self.order._slot_of
+        known = type(message) in self.message_classes
+        given: Any = message.id if known else getattr(message, "id", None)  # (no message at all: `_store` refuses it)
+        stored, order = self.stored, self.order
+        key = given.int if type(given) is UUID else -1  # (-1: no id's integer)
+        new_here = key >= 0 and key not in stored and key not in order._slot_of
         try:
-            ident = self._store(message)
+            if known and new_here:  # the usual delivery: `_store` spelled out (its call was a tenth of it)
+                ident = given
+                order._slot_of[key] = len(order._slots)
+                order._slots.append(ident)
+                stored[key] = message
+            else:
+                ident = self._store(message)
             ids = self.inboxes.get(inbox)
             if ids is None:  # a new inbox: its one id, bare (see Flow); marked opened first
                 self.unwrapped[inbox] = now
@@ -213,7 +222,12 @@ class _Storage:
                 return
             if not isinstance(ids, OrderedIds):  # its second message: the inbox gets its OrderedIds
                 ids = self.inboxes[inbox] = OrderedIds.of_one(ids)
-            ids.append(ident)  # ValueError, changing nothing, when the inbox lists the id (out of step)
+            # `ids.append(ident)` spelled out, with its refusal (the inbox lists the id: out of step)
+            slot_of = ids._slot_of
+            if ident.int in slot_of:
+                raise ValueError(f"{ident} is already in the progression")
+            slot_of[ident.int] = len(ids._slots)
+            ids._slots.append(ident)
         except BaseException as error:
             if new_here:
                 self._settle_receive(message, inbox, filed_counts=not isinstance(error, Exception))
