@@ -3,6 +3,7 @@ a history that only grows by its pile's appends keeps none, and whatever needs o
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import pickle
 import sys
@@ -15,7 +16,7 @@ from uuid import uuid4
 
 import pytest
 
-from lionmsg import AssistantResponse, Instruction, Message, MessageManager, Pile
+from lionmsg import AssistantResponse, Branch, Instruction, Message, MessageManager, Pile
 from lionmsg.runtime.progression import OrderedIds, Progression, _UnmappedIds
 from tests.interrupts import interrupted_at, interruptible_lines
 
@@ -67,6 +68,28 @@ def test_add_or_replace_revises_in_place_with_no_index() -> None:
     assert not mapped(manager)
     assert manager.messages[4].content.guidance == "Revised."  # type: ignore[union-attr]
     assert manager.progression.index(target.id) == 4
+
+
+def test_a_branch_view_places_appended_messages_without_the_history_index() -> None:
+    manager = grown(5)
+    branch = Branch(msgs=manager)
+    first = manager.messages[0].id
+    branch.metadata["current_progression"] = Progression(order=[first], name="recent")
+    added = [manager.add_message(instruction=f"Later {i}.") for i in range(2)]
+    added.append(asyncio.run(manager.a_add_message(instruction="Later, async.")))
+    assert list(branch.progression) == [first, *(message.id for message in added)]
+    assert not mapped(manager)
+
+    # One placed anywhere but last (an observer added after it, before the view heard) is placed by
+    # the history's index, made then.
+    def follow_up(message: Any) -> None:
+        if message.content.instruction == "Question.":
+            manager.add_message(instruction="Follow-up.")
+
+    manager.on_message_added.insert(0, follow_up)
+    question = manager.add_message(instruction="Question.")
+    assert list(branch.progression)[-2:] == [question.id, manager.progression[-1]]
+    assert mapped(manager)
 
 
 def test_clearing_the_history_drops_the_index_and_its_appends_keep_none() -> None:
