@@ -12,7 +12,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from functools import partial
 from typing import Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 
@@ -90,6 +90,25 @@ def test_a_branch_view_places_appended_messages_without_the_history_index() -> N
     question = manager.add_message(instruction="Question.")
     assert list(branch.progression)[-2:] == [question.id, manager.progression[-1]]
     assert mapped(manager)
+
+
+def test_a_branch_view_of_a_history_whose_order_was_emptied_behind_its_back_says_so() -> None:
+    # The order holds none of the pile's messages (cleared through the progression): placing one in the
+    # view is the order's ValueError for the id, raised as an observer's failure, not an IndexError.
+    manager = grown(3)
+    branch = Branch(msgs=manager)
+    branch.metadata["current_progression"] = Progression(order=[manager.messages[0].id], name="recent")
+
+    def empty_the_order(message: Any) -> None:
+        if message.content.instruction == "Cut.":
+            manager.progression.clear()
+
+    manager.on_message_added.insert(0, empty_the_order)
+    with pytest.raises(ValueError, match=r" is not in the progression$") as raised:
+        manager.add_message(instruction="Cut.")
+    named = UUID(str(raised.value).split()[0])
+    assert manager.messages[named].content.instruction == "Cut."  # type: ignore[union-attr]  # (held: it stays)
+    assert len(branch.progression) == 1  # not placed
 
 
 def test_clearing_the_history_drops_the_index_and_its_appends_keep_none() -> None:

@@ -191,7 +191,7 @@ class Branch(Element):
             # Where the history has it: observers run after the addition, so another message may have
             # been added (and tracked) since (an observer that adds one, concurrent adds).
             history = self._msgs.progression
-            if history[-1] == message.id:  # appended (the usual add): after every id the view names, and
+            if history and history[-1] == message.id:  # appended (the usual add): after every id the view names, and
                 view.append(message.id)  # placed without the history's id -> position index (made on first use)
                 return
             place = history.index(message.id)

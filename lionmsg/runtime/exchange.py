@@ -42,7 +42,7 @@ from lionmsg.runtime.content.base import MessageContent, copy_value, refuse_iter
 from lionmsg.runtime.element import Element, chosen_parts, part_of_record, parts_later, record_error, records_of_parts
 from lionmsg.runtime.fastpath import assemble, message_copies
 from lionmsg.runtime.fieldsets import SharedFieldsSet, set_fields_set
-from lionmsg.runtime.flow import Chosen, Flow, _Storage, inbox_name
+from lionmsg.runtime.flow import Chosen, Flow, inbox_name
 from lionmsg.runtime.ids import uuid_text
 from lionmsg.runtime.threadlock import CopiedUnderLock, ThreadLock, acquire_without_blocking_the_loop, take
 from lionmsg.runtime.wire import CANONICAL_UUID
@@ -373,9 +373,6 @@ class Exchange(CopiedUnderLock, Element):
             removed = True
             for message in unroutable:
                 self._drop_unroutable(message)
-            # Each target's containers, read off its Flow once (a model's attribute read is slow, and a
-            # broadcast reaches every owner): no owner comes or goes while this holds the lock.
-            receivers: dict[int, _Storage] = {}
             for routes in routed:
                 reached = False
                 # `route_pairs(routes)` by index: making an iterator and a zip cost more than a direct
@@ -384,17 +381,15 @@ class Exchange(CopiedUnderLock, Element):
                 while at < len(routes):
                     target, message = routes[at], routes[at + 1]
                     at += 2
-                    key = target.int
-                    receiving = receivers.get(key)
-                    if receiving is None:
-                        flow = flows.get(key)
-                        if flow is None:
-                            self._drop(message, target, DROP_UNREGISTERED)
-                            dropped.append((target, message))
-                            continue
-                        receiving = receivers[key] = flow._storage
+                    # Looked up for each route: code this thread runs meanwhile (a signal handler, a
+                    # finalizer) may unregister an owner under the re-entrant lock.
+                    flow = flows.get(target.int)
+                    if flow is None:
+                        self._drop(message, target, DROP_UNREGISTERED)
+                        dropped.append((target, message))
+                        continue
                     try:
-                        receiving.receive(message, inbox, now)
+                        flow._storage.receive(message, inbox, now)
                     except Exception as error:  # best-effort fan-out: the failure goes to the drop record
                         self._drop(message, target, DROP_DELIVERY_ERROR, f"{type(error).__name__}: {error}")
                         dropped.append((target, message))

@@ -231,7 +231,8 @@ class OrderedIds:
         return added
 
     def append(self, ref: Any) -> None:
-        """Append one id; ValueError when it is already present."""
+        """Append one id; ValueError when it is already present. (A flow's `receive` spells this out for
+        an inbox: a change here belongs there too.)"""
         ident = ref if type(ref) is UUID else to_uuid(ref)
         key = ident.int
         if key in self._slot_of:
