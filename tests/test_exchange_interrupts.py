@@ -15,7 +15,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from lionmsg import Exchange, Message, Pile
+from lionmsg import Exchange, Instruction, Message, Pile
 from lionmsg.runtime import exchange as exchange_module
 from lionmsg.runtime import flow as flow_module
 from lionmsg.runtime.progression import OrderedIds
@@ -31,6 +31,7 @@ FILING_CODE: list[Callable[..., Any]] = [
     flow_module._Storage.remove,
     flow_module._Storage.receive,
     flow_module._Storage._store,
+    Pile.include,
     OrderedIds.exclude,
     OrderedIds._empty,
     OrderedIds.append,
@@ -43,19 +44,30 @@ CASES = [(function, line) for function in FILING_CODE for line in interruptible_
 def mail_in_flight() -> tuple[Exchange, UUID, dict[str, tuple[Message, list[Any]]]]:
     """An Exchange whose owner `a` has queued mail of every kind: direct messages, a broadcast, one to a
     name and one to an id no owner has (so the drop loop runs more than once), into inboxes open
-    already and new ones; each with the recipients it is meant for."""
+    already and new ones, to owners that have stored a message of its class before (a delivery's usual
+    road) and to one that has stored nothing (`d`: the pile checks the class); each with the recipients
+    it is meant for."""
     exchange = Exchange()
     a, b, c = (cast(UUID, exchange.register(uuid4()).owner()) for _ in range(3))
     for recipient in (b, b, c):  # inboxes open already: b's holds two (an append), c's one (bare)
         exchange.send(a, recipient, "earlier")
     asyncio.run(exchange.collect(a))
+    exchange.send(b, a, "received")  # `a` holds mail besides its outbox: taking the outbox empties slots
+    asyncio.run(exchange.collect(b))
+    d = cast(UUID, exchange.register(uuid4()).owner())
+    sending = exchange.get(a)
+    assert sending is not None
+    another_class = Instruction(content={"instruction": "of another class"}, sender=a, recipient=b)
+    sending.queue(another_class)
     stranger = uuid4()
     mail = {
         "direct": (exchange.send(a, b, "direct"), [b]),
-        "broadcast": (exchange.send(a, None, "everyone"), [b, c]),
+        "broadcast": (exchange.send(a, None, "everyone"), [b, c, d]),
         "name": (exchange.send(a, "nobody", "to a name"), ["nobody"]),
         "stranger": (exchange.send(a, stranger, "to no owner"), [stranger]),
         "second direct": (exchange.send(a, c, "direct to c"), [c]),
+        "to the newcomer": (exchange.send(a, d, "direct to d"), [d]),
+        "another class": (another_class, [b]),
     }
     return exchange, a, mail
 
@@ -115,12 +127,16 @@ def test_every_case_is_reached_by_some_scenario() -> None:
     # The lines are those of the code itself: at least the usual road's must fire, or the test above
     # would check an uninterrupted collect only.
     reached = 0
+    firing: set[Callable[..., Any]] = set()  # the functions some line of which an interrupt reached
     for function, line in CASES:
         exchange, a, _ = mail_in_flight()
         with interrupted_at(function.__code__, line) as fired, suppress(KeyboardInterrupt):
             asyncio.run(exchange.collect(a))
-        reached += bool(fired)
+        if fired:
+            reached += 1
+            firing.add(function)
     assert reached >= len(CASES) // 2
+    assert [function.__qualname__ for function in FILING_CODE if function not in firing] == []
 
 
 def test_an_interrupt_between_the_order_map_and_its_slot_leaves_the_order_whole() -> None:
@@ -148,6 +164,76 @@ def test_an_interrupt_between_the_order_map_and_its_slot_leaves_the_order_whole(
     received = [message.id for message in exchange.receive(b, a)]
     assert len(received) == 23
     assert received[-3:] == [message.id for message in after]
+
+
+# Queueing a send: cut short in the flow's `queue` (its `_store`, the outbox's append), the map of an
+# order or of the outbox named a slot past its end, and a later send reused that slot (two ids on one slot);
+# the message is now in the sender's pile and outbox, or in neither.
+QUEUEING_CODE: list[Callable[..., Any]] = [flow_module._Storage.queue, flow_module._Storage._store, OrderedIds.append]
+QUEUE_CASES = [(function, line) for function in QUEUEING_CODE for line in interruptible_lines(function)]
+
+
+def assert_ids_whole(ids: OrderedIds) -> None:
+    """The slot map points each id at the slot that holds it, and the slots hold no other id."""
+    held = {ident.int: slot for slot, ident in enumerate(ids._slots) if ident is not None and slot >= ids._head}
+    assert ids._slot_of == held
+
+
+def send_cut_short(function: Callable[..., Any], line: int, first: bool) -> tuple[Exchange, UUID, UUID, bool, bool]:
+    """An Exchange where `a` sends `b` a message with an interrupt at `line` of `function` (as the flow's
+    first message, whose class it has not stored yet, or after two); whether it fired and was raised."""
+    exchange = Exchange()
+    a, b = (cast(UUID, exchange.register(uuid4()).owner()) for _ in range(2))
+    if not first:
+        for number in range(2):
+            exchange.send(a, b, f"earlier {number}")
+    interrupted = False
+    with interrupted_at(function.__code__, line) as fired:
+        try:
+            exchange.send(a, b, "cut short")
+        except KeyboardInterrupt:
+            interrupted = True
+    return exchange, a, b, bool(fired), interrupted
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["first message", "later message"])
+@pytest.mark.parametrize(("function", "line"), QUEUE_CASES, ids=[f"{f.__qualname__}:{line}" for f, line in QUEUE_CASES])
+def test_an_interrupt_anywhere_in_a_send_queues_the_message_whole_or_not_at_all(
+    function: Callable[..., Any], line: int, first: bool
+) -> None:
+    exchange, a, b, fired, interrupted = send_cut_short(function, line, first)
+    assert interrupted == fired  # the interrupt reaches the caller, never swallowed on the way
+    flow = exchange.get(a)
+    assert flow is not None
+    assert_order_whole(flow.items)
+    assert_ids_whole(flow.outbox._ids)
+    queued = [flow.items[ident].content for ident in flow.outbox]
+    assert sorted(ident.int for ident in flow.outbox) == sorted(flow.items._items)  # every message it holds is queued
+    assert queued.count("cut short") == (0 if fired and "cut short" not in queued else 1)
+    later = exchange.send(a, b, "later")
+    assert asyncio.run(exchange.collect(a)) == len(queued) + 1
+    assert [message.content for message in exchange.receive(b, a)] == [*queued, "later"]
+    assert later.id in exchange.get(b).items  # type: ignore[union-attr]
+    assert list(flow.outbox) == []
+    assert Exchange.from_dict(exchange.to_dict()).to_dict() == exchange.to_dict()
+
+
+def test_every_queueing_line_is_reached_by_a_send() -> None:
+    unreached = [
+        (function, line)
+        for function, line in QUEUE_CASES
+        if not any(send_cut_short(function, line, first)[3] for first in (True, False))
+    ]
+    # Off a send's road: the refusals (no message; the flow holds the id, or orders it behind the pile's
+    # back; the outbox lists it) and what `queue` does once one of them, or an interrupt, is raised.
+    assert unreached
+    assert all(_refusing_or_settling(function, line) for function, line in unreached), unreached
+
+
+def _refusing_or_settling(function: Callable[..., Any], line: int) -> bool:
+    source, first = inspect.getsourcelines(function)
+    handler = next((at for at, text in enumerate(source) if text.strip().startswith("except BaseException")), None)
+    return source[line - first].strip().startswith("raise ") or (handler is not None and line - first >= handler)
 
 
 # Registering and unregistering (review bl F4): cut short in `register`, an owner was in one of the

@@ -113,13 +113,28 @@ class _Storage:
         self.unwrapped = unwrapped
 
     def queue(self, message: Message) -> None:
-        """Put an outgoing message in the pile and the outbox."""
-        ident = self._store(message)
+        """Put an outgoing message in the pile and the outbox. Raised out of, it is in neither: refused,
+        nothing changed; cut short by an interrupt, whatever it had done is taken back, unless the outbox
+        lists it already (then it was queued)."""
+        # What `_store` refuses (an id the pile holds, or orders behind its back): then nothing is undone.
+        given = getattr(message, "id", None)  # (no message at all: `_store` refuses it)
+        new_here = type(given) is UUID and given.int not in self.stored and given.int not in self.order._slot_of
         try:
-            self.outbox.append(ident)
-        except BaseException:  # the outbox still lists the id (its message left the pile behind the flow's back)
-            self._unstore(ident)
+            ident = self._store(message)
+            self.outbox.append(ident)  # ValueError, changing nothing, when the outbox lists the id (out of step)
+        except BaseException as error:
+            if new_here:
+                self._settle_queue(message, interrupted=not isinstance(error, Exception))
             raise
+
+    def _settle_queue(self, message: Message, interrupted: bool) -> None:
+        """After a queue raised out of: the message is in the pile and the outbox, or in neither. An error
+        (a refusal) changed nothing of the outbox; an interrupt may have cut it short anywhere."""
+        if interrupted:
+            self.outbox._settle()  # an append cut short names the id in the slot map before the slots hold it
+            if message.id.int in self.outbox._slot_of:
+                return  # the interrupt came after the message was queued whole
+        self._take_back(message, interrupted)
 
     def take_outbox(self) -> list[Message]:
         """Empty the outbox; its messages, taken out of the pile, oldest first (absent ones skipped)."""
@@ -230,32 +245,33 @@ class _Storage:
             ids._slots.append(ident)
         except BaseException as error:
             if new_here:
-                self._settle_receive(message, inbox, filed_counts=not isinstance(error, Exception))
+                self._settle_receive(message, inbox, interrupted=not isinstance(error, Exception))
             raise
 
-    def _settle_receive(self, message: Message, inbox: str, filed_counts: bool) -> None:
+    def _settle_receive(self, message: Message, inbox: str, interrupted: bool) -> None:
         """After a receive raised out of: the message is in the pile and its inbox, or in neither. An
         error (a refusal) changed nothing of the inbox; an interrupt may have cut it short anywhere."""
         ident = message.id
         ids = self.inboxes.get(inbox)
-        if filed_counts and isinstance(ids, OrderedIds):
+        if interrupted and isinstance(ids, OrderedIds):
             ids._settle()  # an append cut short names the id in the slot map before the slots hold it
-        if filed_counts and (ids is ident or (isinstance(ids, OrderedIds) and ident in ids)):
+        if interrupted and (ids is ident or (isinstance(ids, OrderedIds) and ident in ids)):
             return  # the interrupt came after the delivery was whole
         if ids is None:
             self.unwrapped.pop(inbox, None)  # opened for it and never listed
+        self._take_back(message, interrupted)
+
+    def _take_back(self, message: Message, interrupted: bool) -> None:
+        """Take a message `_store` was storing out of the pile and its order again: the flow as it was
+        before the queue or delivery that raised."""
+        ident = message.id
         key = ident.int
         if self.stored.get(key) is message:
             del self.stored[key]
-        if filed_counts:  # `_store` cut short between its two order lines: the map names a slot past the end
+        if interrupted:  # `_store` cut short between its two order lines: the map names a slot past the end
             self.order._settle()
         if key in self.order._slot_of:
             self.order.exclude([ident])
-
-    def _unstore(self, ident: UUID) -> None:
-        """Take back what `_store` just did: the flow is as it was before the failed queue or delivery."""
-        del self.stored[ident.int]
-        self.order.exclude([ident])
 
     def _store(self, message: Message) -> UUID:
         """Add a message new to the flow to its pile; its id. ValueError, changing nothing, when the flow
@@ -269,6 +285,7 @@ class _Storage:
         stored = self.stored
         if key in stored:
             raise ValueError(f"{ident} is already in this flow")
+        # `receive` spells out the branch below for its usual road: a change here belongs there too.
         if known:  # `pile.include` spelled out: it reads the model's attributes
             order = self.order
             if key in order._slot_of:  # ordered behind the pile's back: it would be there twice
