@@ -41,6 +41,13 @@ FILING_CODE: list[Callable[..., Any]] = [
 CASES = [(function, line) for function in FILING_CODE for line in interruptible_lines(function)]
 
 
+def line_of(function: Callable[..., Any], text: str) -> int:
+    """The line of `function` whose text (stripped) is `text`."""
+    source, first = inspect.getsourcelines(function)
+    (line,) = [first + at for at, written in enumerate(source) if written.strip() == text]
+    return line
+
+
 def mail_in_flight() -> tuple[Exchange, UUID, dict[str, tuple[Message, list[Any]]]]:
     """An Exchange whose owner `a` has queued mail of every kind: direct messages, a broadcast, one to a
     name and one to an id no owner has (so the drop loop runs more than once), into inboxes open
@@ -150,8 +157,7 @@ def test_an_interrupt_between_the_order_map_and_its_slot_leaves_the_order_whole(
     asyncio.run(exchange.collect(a))
     late = exchange.send(a, b, "cut short")
     receive = flow_module._Storage.receive  # (a class the flow has stored before: `_store` spelled out there)
-    source, first = inspect.getsourcelines(receive)
-    (line,) = [first + at for at, text in enumerate(source) if text.strip() == "order._slots.append(ident)"]
+    line = line_of(receive, "order._slots.append(ident)")
     with interrupted_at(receive.__code__, line), pytest.raises(KeyboardInterrupt):
         asyncio.run(exchange.collect(a))  # not turned into a failed delivery by an error taking it back
     assert places(exchange, a, late, b) == ["dropped"]  # taken from the outbox, not delivered: recorded
@@ -234,6 +240,45 @@ def _refusing_or_settling(function: Callable[..., Any], line: int) -> bool:
     source, first = inspect.getsourcelines(function)
     handler = next((at for at, text in enumerate(source) if text.strip().startswith("except BaseException")), None)
     return source[line - first].strip().startswith("raise ") or (handler is not None and line - first >= handler)
+
+
+def test_a_send_cut_short_beside_an_outbox_out_of_step_leaves_the_flow_as_it_was() -> None:
+    # The outbox still lists the id (its message left the pile behind the flow's back): the send's store
+    # cut short between the order's map and its slot is taken back, not mistaken for a message queued whole.
+    exchange = Exchange()
+    a, b = (cast(UUID, exchange.register(uuid4()).owner()) for _ in range(2))
+    gone = exchange.send(a, b, "gone")
+    flow = exchange.get(a)
+    assert flow is not None
+    flow.items.pop(gone.id)
+    line = line_of(flow_module._Storage._store, "order._slots.append(ident)")
+    with interrupted_at(flow_module._Storage._store.__code__, line) as fired, pytest.raises(KeyboardInterrupt):
+        flow.queue(gone)
+    assert fired
+    assert_order_whole(flow.items)
+    assert list(flow.items.keys()) == []
+    assert list(flow.outbox) == [gone.id]
+
+
+def test_a_delivery_cut_short_beside_an_inbox_out_of_step_leaves_the_flow_as_it_was() -> None:
+    # The same for an inbox that still lists the id: the delivery is taken back, the interrupt goes on.
+    exchange = Exchange()
+    a, b = (cast(UUID, exchange.register(uuid4()).owner()) for _ in range(2))
+    kept = exchange.send(a, b, "kept")
+    gone = exchange.send(a, b, "gone")
+    asyncio.run(exchange.collect(a))
+    receiver, sender = exchange.get(b), exchange.get(a)
+    assert receiver is not None
+    assert sender is not None
+    receiver.items.pop(gone.id)  # the inbox still lists it
+    sender.queue(gone)
+    line = line_of(flow_module._Storage.receive, "order._slots.append(ident)")
+    with interrupted_at(flow_module._Storage.receive.__code__, line) as fired, pytest.raises(KeyboardInterrupt):
+        asyncio.run(exchange.collect(a))
+    assert fired
+    assert_order_whole(receiver.items)
+    assert list(receiver.items.keys()) == [kept.id]
+    assert list(receiver.progressions[f"inbox_{a}"]) == [kept.id, gone.id]
 
 
 # Registering and unregistering (review bl F4): cut short in `register`, an owner was in one of the

@@ -132,7 +132,8 @@ class _Storage:
         (a refusal) changed nothing of the outbox; an interrupt may have cut it short anywhere."""
         if interrupted:
             self.outbox._settle()  # an append cut short names the id in the slot map before the slots hold it
-            if message.id.int in self.outbox._slot_of:
+            key = message.id.int
+            if key in self.outbox._slot_of and self.stored.get(key) is message:
                 return  # the interrupt came after the message was queued whole
         self._take_back(message, interrupted)
 
@@ -255,7 +256,8 @@ class _Storage:
         ids = self.inboxes.get(inbox)
         if interrupted and isinstance(ids, OrderedIds):
             ids._settle()  # an append cut short names the id in the slot map before the slots hold it
-        if interrupted and (ids is ident or (isinstance(ids, OrderedIds) and ident in ids)):
+        listed = ids is ident or (isinstance(ids, OrderedIds) and ident in ids)
+        if interrupted and listed and self.stored.get(ident.int) is message:
             return  # the interrupt came after the delivery was whole
         if ids is None:
             self.unwrapped.pop(inbox, None)  # opened for it and never listed
