@@ -114,8 +114,8 @@ class _Storage:
 
     def queue(self, message: Message) -> None:
         """Put an outgoing message in the pile and the outbox. Raised out of, it is in neither: refused,
-        nothing changed; cut short by an interrupt, whatever it had done is taken back, unless the outbox
-        lists it already (then it was queued)."""
+        nothing changed; cut short by an interrupt, whatever it had done is taken back, unless it was
+        queued whole (the outbox lists it, the pile holds it)."""
         # What `_store` refuses (an id the pile holds, or orders behind its back): then nothing is undone.
         given = getattr(message, "id", None)  # (no message at all: `_store` refuses it)
         new_here = type(given) is UUID and given.int not in self.stored and given.int not in self.order._slot_of
@@ -216,7 +216,7 @@ class _Storage:
     def receive(self, message: Message, inbox: str, now: float) -> None:
         """Put an incoming message in the pile and the named inbox, opening it (as of `now`) if new.
         Raised out of, it is in neither: refused, nothing changed; cut short by an interrupt, whatever
-        it had done is taken back, unless the inbox lists it already (then it was delivered)."""
+        it had done is taken back, unless it was delivered whole (the inbox lists it, the pile holds it)."""
         # What `_store` refuses (an id the pile holds, or orders behind its back): then nothing is undone.
         known = type(message) in self.message_classes
         given: Any = message.id if known else getattr(message, "id", None)  # (no message at all: `_store` refuses it)
