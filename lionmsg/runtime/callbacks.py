@@ -235,17 +235,24 @@ async def run_async_callbacks(
     run at once or in a thread: `run_the_rest_after_a_stop`), with every failure before it at the end
     of its context chain (after what an observer was handling when it was stopped); a stop the observer
     turned into another error (3.11+) as a fresh CancelledError, that error first in its chain."""
-    errors: list[BaseException] = []
-    for position, callback in enumerate(callbacks):
+    # Thousands of adds can wait on their observers at once (a gather of a_add_message calls), each
+    # keeping this frame: it keeps no iterator, enumerate tuple or empty error list, objects that would
+    # bring the garbage collector's passes sooner and that each pass would walk while they wait.
+    errors: tuple[BaseException, ...] = ()  # a tuple made at a failure; the empty one is shared
+    position = 0
+    while position < len(callbacks):
+        callback = callbacks[position]
+        position += 1  # from here: the position of the callbacks after this one
         if isinstance(callback, LockingHook):  # the library's own: its lock taken without blocking the loop
             try:
                 ran, failure, stop = await call_holding_its_lock(callback, message)
             except GeneratorExit as closed:  # it ran (its failure went with the close)
                 ran, failure, stop = True, None, closed
             if failure is not None:
-                errors.append(failure)
+                errors += (failure,)
             if stop is not None:  # the library's hooks from here on run at once or in a thread
-                errors += run_the_rest_after_a_stop(callbacks[position + (1 if ran else 0) :], message, stop)
+                rest = callbacks[position if ran else position - 1 :]
+                errors += tuple(run_the_rest_after_a_stop(rest, message, stop))
                 _chain_earlier(stop, errors, failed_before, path)
                 raise stop
             continue
@@ -253,7 +260,7 @@ async def run_async_callbacks(
             result = callback(message)
         except BaseException as error:  # raised by the call, never thrown in at an await: always a failure
             # Not callable: put on the live list (by another thread) after the preflight, named as it names it.
-            errors.append(error if callable(callback) else _not_callable("on_message_added", callback))
+            errors += (error if callable(callback) else _not_callable("on_message_added", callback),)
             continue
         # A coroutine (an async def observer's result) or None (a plain function's) is told apart
         # without inspect.isawaitable's Python-level call.
@@ -262,19 +269,19 @@ async def run_async_callbacks(
                 await result
             except BaseException as error:
                 if not _stops_the_add(error):
-                    errors.append(error)
+                    errors += (error,)
                     continue
                 if isinstance(error, _STOPPING):
-                    errors += run_the_rest_after_a_stop(callbacks[position + 1 :], message, error)
+                    errors += tuple(run_the_rest_after_a_stop(callbacks[position:], message, error))
                     _chain_earlier(error, errors, failed_before, path)
                     raise
                 stop = asyncio.CancelledError()  # the observer made another error of the cancellation
                 stop.__context__ = error  # (first in the chain; the earlier failures after it)
-                errors += run_the_rest_after_a_stop(callbacks[position + 1 :], message, stop)
+                errors += tuple(run_the_rest_after_a_stop(callbacks[position:], message, stop))
                 _chain_earlier(stop, errors, failed_before, path)
                 raise stop from error
         elif type(result) is AsyncGeneratorType:
-            errors.append(_async_generator_refused("on_message_added", callback))
+            errors += (_async_generator_refused("on_message_added", callback),)
     if errors:
         raise_hook_failures(failed_before, _combined(errors, "on_message_added"), path)
     if failed_before is not None:
@@ -282,7 +289,7 @@ async def run_async_callbacks(
 
 
 def _chain_earlier(
-    stop: BaseException, errors: list[BaseException], failed_before: BaseException | None, path: str
+    stop: BaseException, errors: Sequence[BaseException], failed_before: BaseException | None, path: str
 ) -> None:
     """Not a failure to collect: the caller is going away. The failures before it stay reachable, at the
     end of the stop's context chain."""
@@ -335,7 +342,7 @@ def _raise(errors: list[BaseException], hook: str) -> None:
 _NEVER_ALONE = (asyncio.CancelledError, StopIteration)
 
 
-def _combined(errors: list[BaseException], hook: str) -> BaseException:
+def _combined(errors: Sequence[BaseException], hook: str) -> BaseException:
     """One failure as itself (but see `_NEVER_ALONE`), several as one group."""
     if len(errors) == 1 and not isinstance(errors[0], _NEVER_ALONE):
         return errors[0]

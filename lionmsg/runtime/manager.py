@@ -353,6 +353,9 @@ class MessageManager:
             finally:
                 if taken[0]:
                     thread_lock.release()
+            # Neither is read again, and the frame waits on the observers below: thousands of adds can wait
+            # at once (a gather), and the collector walks what each one keeps (see run_async_callbacks).
+            del taken, arguments
             # The snapshot (ADR D4: after the commit), before the history listeners run: what they change
             # applies to the next add, as on the sync path.
             callbacks = list(self.on_message_added or ())
