@@ -22,8 +22,11 @@ def interruptible_lines(function: Callable[..., Any]) -> list[int]:
 
 
 @contextmanager
-def interrupted_at(code: CodeType, line: int, hit: int = 1) -> Iterator[list[bool]]:
-    """Raise KeyboardInterrupt the `hit`-th time `code` reaches `line`; yields [True] once it did."""
+def interrupted_at(
+    code: CodeType, line: int, hit: int = 1, error: type[BaseException] = KeyboardInterrupt
+) -> Iterator[list[bool]]:
+    """Raise `error` (a KeyboardInterrupt, or what a signal handler may raise: a SIGALRM handler's
+    TimeoutError) the `hit`-th time `code` reaches `line`; yields [True] once it did."""
     fired: list[bool] = []
     reached = [0]
 
@@ -32,7 +35,7 @@ def interrupted_at(code: CodeType, line: int, hit: int = 1) -> Iterator[list[boo
             reached[0] += 1
             if reached[0] == hit:
                 fired.append(True)
-                raise KeyboardInterrupt
+                raise error("signal")
         return in_frame
 
     def calls(frame: FrameType, event: str, arg: Any) -> Any:

@@ -238,6 +238,25 @@ def test_several_failures_are_one_exception_group() -> None:
     assert len(manager) == 1
 
 
+def test_the_async_paths_group_shows_as_the_sync_paths_does() -> None:
+    """Review cy L1: the async path gathered its failures in a tuple, and its group's args and repr
+    showed one where the sync path's show a list."""
+    failing = [_failing(KeyError("a")), _failing(ValueError("b"))]
+    groups = []
+    with pytest.raises(ExceptionGroup) as sync_raised:
+        MessageManager(on_message_added=list(failing)).add_message(instruction="x")
+    groups.append(sync_raised.value)
+    with pytest.raises(ExceptionGroup) as async_raised:
+        run(MessageManager(on_message_added=list(failing)).a_add_message(instruction="x"))
+    groups.append(async_raised.value)
+    assert [type(group.args[1]) for group in groups] == [list, list]
+    assert (
+        repr(groups[0])
+        == repr(groups[1])
+        == ("ExceptionGroup('on_message_added hooks failed', [KeyError('a'), ValueError('b')])")
+    )
+
+
 def test_base_exceptions_are_collected_too() -> None:
     alone = MessageManager(on_message_added=[_failing(KeyboardInterrupt())])
     with pytest.raises(KeyboardInterrupt):

@@ -346,7 +346,7 @@ def _combined(errors: Sequence[BaseException], hook: str) -> BaseException:
     """One failure as itself (but see `_NEVER_ALONE`), several as one group."""
     if len(errors) == 1 and not isinstance(errors[0], _NEVER_ALONE):
         return errors[0]
-    group = BaseExceptionGroup(f"{hook} hooks failed", errors)
+    group = BaseExceptionGroup(f"{hook} hooks failed", list(errors))  # a list, as the sync path's: its repr shows it
     if len(errors) == 1:
         group._lionmsg_lone = True  # type: ignore[attr-defined]  # see _unwrapped
     return group

@@ -391,6 +391,10 @@ class Exchange(CopiedUnderLock, Element):
                     try:
                         flow._storage.receive(message, inbox, now)
                     except Exception as error:  # best-effort fan-out: the failure goes to the drop record
+                        if flow._storage.holds_delivered(message, inbox):
+                            # Delivered whole: what came as the call returned (a signal handler's exception,
+                            # a SIGALRM's TimeoutError) is no failure of it, and goes on as an interrupt.
+                            raise
                         self._drop(message, target, DROP_DELIVERY_ERROR, f"{type(error).__name__}: {error}")
                         dropped.append((target, message))
                         continue

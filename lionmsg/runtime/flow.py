@@ -117,25 +117,29 @@ class _Storage:
         nothing changed; cut short by an interrupt, whatever it had done is taken back, unless it was
         queued whole (the outbox lists it, the pile holds it)."""
         # What `_store` refuses (an id the pile holds, or orders behind its back): then nothing is undone.
-        given = getattr(message, "id", None)  # (no message at all: `_store` refuses it)
+        given: Any = getattr(message, "id", None)  # (no message at all: `_store` refuses it)
         new_here = type(given) is UUID and given.int not in self.stored and given.int not in self.order._slot_of
+        if new_here and given.int in self.outbox._slot_of:  # out of step: refused before anything changes
+            raise ValueError(f"{given} is already in the progression")
         try:
             ident = self._store(message)
-            self.outbox.append(ident)  # ValueError, changing nothing, when the outbox lists the id (out of step)
-        except BaseException as error:
+            self.outbox.append(ident)
+        except BaseException:
             if new_here:
-                self._settle_queue(message, interrupted=not isinstance(error, Exception))
+                self._settle_queue(message)
             raise
 
-    def _settle_queue(self, message: Message, interrupted: bool) -> None:
-        """After a queue raised out of: the message is in the pile and the outbox, or in neither. An error
-        (a refusal) changed nothing of the outbox; an interrupt may have cut it short anywhere."""
-        if interrupted:
-            self.outbox._settle()  # an append cut short names the id in the slot map before the slots hold it
-            key = message.id.int
-            if key in self.outbox._slot_of and self.stored.get(key) is message:
-                return  # the interrupt came after the message was queued whole
-        self._take_back(message, interrupted)
+    def _settle_queue(self, message: Message) -> None:
+        """After a queue raised out of: the message is in the pile and the outbox, or in neither. Told
+        from what the outbox and pile hold, not from what was raised: a signal handler may raise any
+        exception (a SIGALRM's TimeoutError) at any line, as an interrupt."""
+        key = message.id.int
+        outbox = self.outbox
+        if outbox._slot_of.get(key) == len(outbox._slots):  # an append cut short between its two lines
+            outbox._settle()
+        elif key in outbox._slot_of and self.stored.get(key) is message:
+            return  # the interrupt came after the message was queued whole
+        self._take_back(message)
 
     def take_outbox(self) -> list[Message]:
         """Empty the outbox; its messages, taken out of the pile, oldest first (absent ones skipped)."""
@@ -224,6 +228,16 @@ class _Storage:
         key = given.int if type(given) is UUID else -1  # (-1: no id's integer)
         new_here = key >= 0 and key not in stored and key not in order._slot_of
         try:
+            ids = self.inboxes.get(inbox)
+            if ids is not None:
+                if not isinstance(ids, OrderedIds):  # its second message: the inbox gets its OrderedIds (the same
+                    # ids, so a refusal below still changes nothing one can see)
+                    ids = self.inboxes[inbox] = OrderedIds.of_one(ids)
+                slot_of = ids._slot_of
+                # Out of step (the inbox lists the id already): refused before anything changes. (Not new
+                # here, `_store` refuses it.)
+                if new_here and key in slot_of:
+                    raise ValueError(f"{given} is already in the progression")
             if known and new_here:  # the usual delivery: `_store` spelled out (its call was a tenth of it)
                 ident = given
                 order._slot_of[key] = len(order._slots)
@@ -231,49 +245,61 @@ class _Storage:
                 stored[key] = message
             else:
                 ident = self._store(message)
-            ids = self.inboxes.get(inbox)
             if ids is None:  # a new inbox: its one id, bare (see Flow); marked opened first
                 self.unwrapped[inbox] = now
                 self.inboxes[inbox] = ident
                 return
-            if not isinstance(ids, OrderedIds):  # its second message: the inbox gets its OrderedIds
-                ids = self.inboxes[inbox] = OrderedIds.of_one(ids)
-            # `ids.append(ident)` spelled out, with its refusal (the inbox lists the id: out of step)
-            slot_of = ids._slot_of
-            if ident.int in slot_of:
-                raise ValueError(f"{ident} is already in the progression")
-            slot_of[ident.int] = len(ids._slots)
+            # `ids.append(ident)` spelled out (its refusal came first, above)
+            slot_of[key] = len(ids._slots)
             ids._slots.append(ident)
         except BaseException as error:
             if new_here:
-                self._settle_receive(message, inbox, interrupted=not isinstance(error, Exception))
+                # An Exception (an error, or what a signal handler raised: a SIGALRM's TimeoutError) fails
+                # the delivery, which the Exchange records as such: not delivered, even if it had been made
+                # whole. Another (a KeyboardInterrupt) stops the collect, and a delivery made whole stays.
+                self._settle_receive(message, inbox, keep_whole=not isinstance(error, Exception))
             raise
 
-    def _settle_receive(self, message: Message, inbox: str, interrupted: bool) -> None:
-        """After a receive raised out of: the message is in the pile and its inbox, or in neither. An
-        error (a refusal) changed nothing of the inbox; an interrupt may have cut it short anywhere."""
+    def holds_delivered(self, message: Message, inbox: str) -> bool:
+        """Whether the pile holds this very message and the named inbox lists its id: delivered whole."""
+        ident = message.id
+        if self.stored.get(ident.int) is not message:
+            return False
+        ids = self.inboxes.get(inbox)
+        return ident in ids if isinstance(ids, OrderedIds) else ids == ident
+
+    def _settle_receive(self, message: Message, inbox: str, keep_whole: bool) -> None:
+        """After a receive raised out of: the message is in the pile and its inbox (made whole, and
+        `keep_whole`), or in neither. Told from what the inbox and pile hold, as `_settle_queue` tells it."""
         ident = message.id
         ids = self.inboxes.get(inbox)
-        if interrupted and isinstance(ids, OrderedIds):
-            ids._settle()  # an append cut short names the id in the slot map before the slots hold it
-        listed = ids is ident or (isinstance(ids, OrderedIds) and ident in ids)
-        if interrupted and listed and self.stored.get(ident.int) is message:
+        if isinstance(ids, OrderedIds) and ids._slot_of.get(ident.int) == len(ids._slots):
+            ids._settle()  # an append cut short between its two lines
+        # Listed by this very receive when the pile holds the message too: it stores before it lists, and
+        # refuses an id the inbox listed before (an interrupt may come before that refusal).
+        whole = self.holds_delivered(message, inbox)
+        if whole and keep_whole:
             return  # the interrupt came after the delivery was whole
-        if ids is None:
-            self.unwrapped.pop(inbox, None)  # opened for it and never listed
-        self._take_back(message, interrupted)
+        if whole and ids is ident:  # a new inbox, opened for it: closed again
+            del self.inboxes[inbox]
+        elif whole and isinstance(ids, OrderedIds):
+            ids.exclude([ident])
+        if ids is None or (whole and ids is ident):
+            self.unwrapped.pop(inbox, None)  # opened for it
+        self._take_back(message)
 
-    def _take_back(self, message: Message, interrupted: bool) -> None:
+    def _take_back(self, message: Message) -> None:
         """Take a message `_store` was storing out of the pile and its order again: the flow as it was
         before the queue or delivery that raised."""
         ident = message.id
         key = ident.int
         if self.stored.get(key) is message:
             del self.stored[key]
-        if interrupted:  # `_store` cut short between its two order lines: the map names a slot past the end
-            self.order._settle()
-        if key in self.order._slot_of:
-            self.order.exclude([ident])
+        order = self.order
+        if order._slot_of.get(key) == len(order._slots):  # `_store` cut short between its two order lines
+            order._settle()
+        if key in order._slot_of:
+            order.exclude([ident])
 
     def _store(self, message: Message) -> UUID:
         """Add a message new to the flow to its pile; its id. ValueError, changing nothing, when the flow
