@@ -1022,6 +1022,28 @@ def test_delivering_a_message_the_recipient_already_holds_is_a_contained_failure
     ]
 
 
+def test_delivering_a_message_again_to_the_inbox_that_holds_it_is_a_contained_failure() -> None:
+    """The very message object queued again after its delivery: the recipient's pile holds it and its
+    inbox lists it, as after a delivery that just completed, but this delivery is refused: recorded as a
+    failed delivery, the collect going on (not taken for an interrupt that came after a whole delivery)."""
+    exchange = Exchange()
+    a, b = owners(exchange, 2)
+    message = exchange.send(a, b, "once")
+    assert run(exchange.collect(a)) == 1
+    flow_a, flow_b = exchange.get(a), exchange.get(b)
+    assert flow_a is not None
+    assert flow_b is not None
+    flow_a.queue(message)
+    later = exchange.send(a, b, "later")
+    before = list(flow_b.items.keys())
+    assert run(exchange.collect(a)) == 1
+    assert [(d.recipient, d.reason, d.detail) for d in exchange.dropped] == [
+        (str(b), DROP_DELIVERY_ERROR, f"ValueError: {message.id} is already in this flow")
+    ]
+    assert list(flow_b.items.keys()) == [*before, later.id]
+    assert [m.id for m in exchange.receive(b, a)] == [message.id, later.id]
+
+
 # -- a Flow on its own ----------------------------------------------------------------------------
 
 

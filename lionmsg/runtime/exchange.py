@@ -388,10 +388,11 @@ class Exchange(CopiedUnderLock, Element):
                         self._drop(message, target, DROP_UNREGISTERED)
                         dropped.append((target, message))
                         continue
+                    receiving = flow._storage
                     try:
-                        flow._storage.receive(message, inbox, now)
+                        receiving.receive(message, inbox, now)
                     except Exception as error:  # best-effort fan-out: the failure goes to the drop record
-                        if flow._storage.holds_delivered(message, inbox):
+                        if receiving.received is message:
                             # Delivered whole: what came as the call returned (a signal handler's exception,
                             # a SIGALRM's TimeoutError) is no failure of it, and goes on as an interrupt.
                             raise

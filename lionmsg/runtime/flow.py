@@ -98,7 +98,7 @@ class _Storage:
     around a whole send or collect (it is the Exchange's lock), and a Flow's own methods take it.
     """
 
-    __slots__ = ("inboxes", "lock", "message_classes", "order", "outbox", "pile", "stored", "unwrapped")
+    __slots__ = ("inboxes", "lock", "message_classes", "order", "outbox", "pile", "received", "stored", "unwrapped")
 
     def __init__(
         self, pile: Pile[Message], outbox: OrderedIds, inboxes: dict[str, Inbox], unwrapped: dict[str, float]
@@ -111,6 +111,9 @@ class _Storage:
         self.outbox = outbox
         self.inboxes = inboxes
         self.unwrapped = unwrapped
+        # The message the latest `receive` delivered whole, until the next one begins: what an exception
+        # raised as that call returned (a signal handler's) came after (see `Exchange._file`).
+        self.received: Message | None = None
 
     def queue(self, message: Message) -> None:
         """Put an outgoing message in the pile and the outbox. Raised out of, it is in neither: refused,
@@ -227,6 +230,7 @@ class _Storage:
         stored, order = self.stored, self.order
         key = given.int if type(given) is UUID else -1  # (-1: no id's integer)
         new_here = key >= 0 and key not in stored and key not in order._slot_of
+        self.received = None
         try:
             ids = self.inboxes.get(inbox)
             if ids is not None:
@@ -248,10 +252,12 @@ class _Storage:
             if ids is None:  # a new inbox: its one id, bare (see Flow); marked opened first
                 self.unwrapped[inbox] = now
                 self.inboxes[inbox] = ident
+                self.received = message
                 return
             # `ids.append(ident)` spelled out (its refusal came first, above)
             slot_of[key] = len(ids._slots)
             ids._slots.append(ident)
+            self.received = message
         except BaseException as error:
             if new_here:
                 # An Exception (an error, or what a signal handler raised: a SIGALRM's TimeoutError) fails
@@ -260,7 +266,7 @@ class _Storage:
                 self._settle_receive(message, inbox, keep_whole=not isinstance(error, Exception))
             raise
 
-    def holds_delivered(self, message: Message, inbox: str) -> bool:
+    def _holds_delivered(self, message: Message, inbox: str) -> bool:
         """Whether the pile holds this very message and the named inbox lists its id: delivered whole."""
         ident = message.id
         if self.stored.get(ident.int) is not message:
@@ -277,9 +283,10 @@ class _Storage:
             ids._settle()  # an append cut short between its two lines
         # Listed by this very receive when the pile holds the message too: it stores before it lists, and
         # refuses an id the inbox listed before (an interrupt may come before that refusal).
-        whole = self.holds_delivered(message, inbox)
+        whole = self._holds_delivered(message, inbox)
         if whole and keep_whole:
             return  # the interrupt came after the delivery was whole
+        self.received = None
         if whole and ids is ident:  # a new inbox, opened for it: closed again
             del self.inboxes[inbox]
         elif whole and isinstance(ids, OrderedIds):
