@@ -138,9 +138,8 @@ class _Storage:
         exception (a SIGALRM's TimeoutError) at any line, as an interrupt."""
         key = message.id.int
         outbox = self.outbox
-        if outbox._slot_of.get(key) == len(outbox._slots):  # an append cut short between its two lines
-            outbox._settle()
-        elif key in outbox._slot_of and self.stored.get(key) is message:
+        outbox._settle_append(key)
+        if key in outbox._slot_of and self.stored.get(key) is message:
             return  # the interrupt came after the message was queued whole
         self._take_back(message)
 
@@ -279,8 +278,8 @@ class _Storage:
         `keep_whole`), or in neither. Told from what the inbox and pile hold, as `_settle_queue` tells it."""
         ident = message.id
         ids = self.inboxes.get(inbox)
-        if isinstance(ids, OrderedIds) and ids._slot_of.get(ident.int) == len(ids._slots):
-            ids._settle()  # an append cut short between its two lines
+        if isinstance(ids, OrderedIds):
+            ids._settle_append(ident.int)
         # Listed by this very receive when the pile holds the message too: it stores before it lists, and
         # refuses an id the inbox listed before (an interrupt may come before that refusal).
         whole = self._holds_delivered(message, inbox)
@@ -303,8 +302,7 @@ class _Storage:
         if self.stored.get(key) is message:
             del self.stored[key]
         order = self.order
-        if order._slot_of.get(key) == len(order._slots):  # `_store` cut short between its two order lines
-            order._settle()
+        order._settle_append(key)  # `_store` cut short between its two order lines
         if key in order._slot_of:
             order.exclude([ident])
 

@@ -399,6 +399,12 @@ class OrderedIds:
             self._gaps.pop(0)
             self._head += 1
 
+    def _settle_append(self, key: int) -> None:
+        """`_settle` when an append of `key` was cut short between its two lines (the slot map names the
+        slot past the end: O(1) to see), else nothing."""
+        if self._slot_of.get(key) == len(self._slots):
+            self._settle()
+
     def _settle(self) -> None:
         """Make the storage whole again after an update an interrupt cut short (an exclusion between
         dropping an id from the slot map and emptying its slot, a compaction between its two halves):
