@@ -931,3 +931,58 @@ def test_an_observers_own_group_of_one_stays_a_group_beside_the_listeners_failur
         manager.add_message(system="Be brief.")
     assert str(raised.value) == "add_message hooks failed (2 sub-exceptions)"
     assert raised.value.exceptions[1] is own
+
+
+# -- async def observers, awaited in a_add_message's own frame ------------------------------------
+
+
+def test_an_async_def_observer_that_cannot_take_the_message_fails_when_called_even_in_a_cancelled_task() -> None:
+    # a_add_message calls and awaits `async def` observers itself; what the call raises (its arguments
+    # refused) is the observer's failure, never a stop, also raised while the caller handles its own
+    # task's cancellation (the error then has the CancelledError as its context).
+    later: list[str] = []
+
+    async def takes_two(message: Message, extra: int) -> None:
+        raise AssertionError("never called with one argument")
+
+    async def after(message: Message) -> None:
+        later.append(message.rendered)
+
+    manager = MessageManager(on_message_added=[takes_two, after])
+
+    async def main() -> BaseException:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        try:
+            await asyncio.sleep(1)
+        except asyncio.CancelledError:
+            return await raised_by(manager.a_add_message(instruction="x"))
+        raise AssertionError("not cancelled")
+
+    raised = run(main())
+    assert type(raised) is TypeError
+    assert "extra" in str(raised)
+    assert later == ["Instruction: x"]
+    assert len(manager) == 1
+
+
+def test_observers_of_every_kind_run_in_their_order_with_async_def_ones_among_them() -> None:
+    # The `async def` observers before the first of another kind are awaited by a_add_message itself;
+    # run_async_callbacks runs that one and all after it: one order, one message for all.
+    seen: list[tuple[str, Message]] = []
+
+    async def first(message: Message) -> None:
+        await asyncio.sleep(0)
+        seen.append(("first", message))
+
+    async def last(message: Message) -> None:
+        seen.append(("last", message))
+
+    awaited_object = AsyncCallable()
+    manager = MessageManager(
+        on_message_added=[first, awaited_object, lambda message: seen.append(("sync", message)), last]
+    )
+    added = run(manager.a_add_message(instruction="x"))
+    assert seen == [("first", added), ("sync", added), ("last", added)]
+    assert awaited_object.seen == [added]

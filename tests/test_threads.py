@@ -602,6 +602,58 @@ def test_an_interrupt_anywhere_in_a_change_leaves_no_thread_lock_held(name: str)
     assert target > 2  # interrupted at every point, then run to its end uninterrupted
 
 
+@pytest.mark.filterwarnings("ignore:coroutine .* was never awaited:RuntimeWarning")
+def test_an_interrupt_anywhere_in_an_add_made_holding_the_lock_already_leaves_that_hold_alone() -> None:
+    # a_add_message usually knows it took the lock by this thread holding it afterwards; held by this
+    # thread before (re-entered), it must release its own acquire exactly, never the hold around it.
+    target = 0
+    while True:
+        target += 1
+        manager = history(1)
+        lock = manager.messages.thread_lock
+        with lock:
+            with (
+                interrupted_where_a_signal_lands(MessageManager.a_add_message.__code__, target) as fired,
+                suppress(KeyboardInterrupt),
+            ):
+                asyncio.run(manager.a_add_message(instruction="late"))
+            assert lock._is_owned(), f"the hold around the add let go after an interrupt at landing point {target}"
+            lock.release()
+            assert not lock._is_owned(), f"held twice after an interrupt at landing point {target}"
+            lock.acquire()  # for the `with`
+        if not fired:
+            break
+    assert target > 2
+    assert [m.rendered for m in manager][-1] == "Instruction: late"  # the last run, uninterrupted, added it
+
+
+class InterruptedAsItIsTaken(ThreadLock):
+    """A pile's lock whose `acquire` is interrupted as it starts, before it takes anything (Python 3.10
+    handles a signal between most instructions, so also between a `try` and the acquire in it)."""
+
+    __slots__ = ()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("held_before", [False, True], ids=["free", "held by this thread"])
+def test_an_interrupt_as_an_add_starts_taking_the_lock_releases_nothing_it_did_not_take(held_before: bool) -> None:
+    manager = history(1)
+    before = manager_state(manager)
+    lock = InterruptedAsItIsTaken()
+    manager.messages._lock = lock
+    if held_before:
+        lock.__enter__()  # the C acquire, not the interrupted one
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(manager.a_add_message(instruction="never"))
+    assert lock._is_owned() is held_before
+    if held_before:
+        lock.release()
+        assert not lock._is_owned()  # held once, as before the add
+    assert manager_state(manager) == before
+
+
 # -- copies get a lock of their own ---------------------------------------------------------------
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "check_observer_list",
     "history_preflight",
     "is_async_callback",
+    "observer_failed",
     "raise_hook_failures",
     "raise_listeners_outcome",
     "run_async_callbacks",
@@ -227,19 +228,29 @@ def _call_sync(callback: Callable[[Any], Any], argument: Any, hook: str, path: s
 
 
 async def run_async_callbacks(
-    callbacks: Sequence[MessageCallback], message: Any, failed_before: BaseException | None, path: str
+    callbacks: Sequence[MessageCallback],
+    message: Any,
+    failed_before: BaseException | None,
+    path: str,
+    start: int = 0,
+    errors: tuple[BaseException, ...] = (),
 ) -> None:
     """Call and await each callback with `message`; then raise the failures as `raise_hook_failures` does,
     with `failed_before` (what the history listeners raised when a system message was set by `path`, or
     None). A stop (see `_stops_the_add`) propagates at once, as itself (the library's hooks after it
     run at once or in a thread: `run_the_rest_after_a_stop`), with every failure before it at the end
     of its context chain (after what an observer was handling when it was stopped); a stop the observer
-    turned into another error (3.11+) as a fresh CancelledError, that error first in its chain."""
+    turned into another error (3.11+) as a fresh CancelledError, that error first in its chain.
+
+    A caller that ran `callbacks[:start]` itself hands over the rest, with the failures they had
+    (`errors`, each settled by `observer_failed`): `a_add_message` calls and awaits the `async def`
+    functions before any other observer and before the first failure in its own frame, one coroutine
+    fewer for each add waiting on its observers (calling one runs none of its body, only binds the
+    message to its parameter)."""
     # Thousands of adds can wait on their observers at once (a gather of a_add_message calls), each
     # keeping this frame: it keeps no iterator, enumerate tuple or empty error list, objects that would
     # bring the garbage collector's passes sooner and that each pass would walk while they wait.
-    errors: tuple[BaseException, ...] = ()  # a tuple made at a failure; the empty one is shared
-    position = 0
+    position = start
     while position < len(callbacks):
         callback = callbacks[position]
         position += 1  # from here: the position of the callbacks after this one
@@ -268,24 +279,40 @@ async def run_async_callbacks(
             try:
                 await result
             except BaseException as error:
-                if not _stops_the_add(error):
-                    errors += (error,)
-                    continue
-                if isinstance(error, _STOPPING):
-                    errors += tuple(run_the_rest_after_a_stop(callbacks[position:], message, error))
-                    _chain_earlier(error, errors, failed_before, path)
-                    raise
-                stop = asyncio.CancelledError()  # the observer made another error of the cancellation
-                stop.__context__ = error  # (first in the chain; the earlier failures after it)
-                errors += tuple(run_the_rest_after_a_stop(callbacks[position:], message, stop))
-                _chain_earlier(stop, errors, failed_before, path)
-                raise stop from error
+                errors = observer_failed(error, False, errors, callbacks, position, message, failed_before, path)
         elif type(result) is AsyncGeneratorType:
             errors += (_async_generator_refused("on_message_added", callback),)
     if errors:
         raise_hook_failures(failed_before, _combined(errors, "on_message_added"), path)
     if failed_before is not None:
         raise failed_before
+
+
+def observer_failed(
+    error: BaseException,
+    by_the_call: bool,
+    errors: tuple[BaseException, ...],
+    callbacks: Sequence[MessageCallback],
+    after: int,
+    message: Any,
+    failed_before: BaseException | None,
+    path: str,
+) -> tuple[BaseException, ...]:
+    """Settle what an observer raised when called (`by_the_call`: always its failure) or awaited, inside
+    the `except` that caught it (what is raised from here takes it as its context, as a bare `raise`
+    there would): its failure is returned after the earlier ones (`errors`); a stop is raised, the
+    library's hooks among `callbacks[after:]` run first, the failures so far chained to it."""
+    if by_the_call or not _stops_the_add(error):
+        return (*errors, error)
+    if isinstance(error, _STOPPING):
+        errors += tuple(run_the_rest_after_a_stop(callbacks[after:], message, error))
+        _chain_earlier(error, errors, failed_before, path)
+        raise error
+    stop = asyncio.CancelledError()  # the observer made another error of the cancellation
+    stop.__context__ = error  # (first in the chain; the earlier failures after it)
+    errors += tuple(run_the_rest_after_a_stop(callbacks[after:], message, stop))
+    _chain_earlier(stop, errors, failed_before, path)
+    raise stop from error
 
 
 def _chain_earlier(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from inspect import CO_COROUTINE
+from types import FunctionType
 from typing import Any, Literal, NoReturn, cast
 from uuid import UUID
 
@@ -25,6 +27,7 @@ from lionmsg.runtime.callbacks import (
     callable_preflight,
     check_observer_list,
     history_preflight,
+    observer_failed,
     raise_hook_failures,
     raise_listeners_outcome,
     run_async_callbacks,
@@ -337,12 +340,19 @@ class MessageManager:
         await lock.acquire()
         try:
             thread_lock = pile._lock
-            # Taken inside the `try`, with what the acquire returned written by the call that takes it
-            # (`take`: a `with` cannot wait without blocking the loop, and a Ctrl-C that landed as a bare
-            # acquire() returned left the lock held for good, review bp), and released exactly when taken.
-            taken = [False]
+            # Taken inside the `try` (a `with` cannot wait without blocking the loop) and released exactly
+            # when this call took it, also when a Ctrl-C lands as acquire() returns (reviews bl, bp, br).
+            # Usually no thread holds it: then a bare acquire() will do, and the release in the `finally`
+            # tells whether it was taken (RuntimeError when this thread does not hold it; `take` and its
+            # record cost ~2% of an add). Held by this thread already (re-entered: a release after an
+            # interrupt before the acquire, which Python 3.10 can handle there, would let go of the hold
+            # around this call) or by another (then waited for), `taken` records it, as `take` writes it.
+            taken = [False] if thread_lock._is_owned() else None
             try:
-                if not take(thread_lock, taken):  # another thread holds the pile: wait, not block
+                if taken is not None:
+                    take(thread_lock, taken)
+                elif not thread_lock.acquire(False):  # another thread holds the pile: wait, not block
+                    taken = [False]
                     await acquire_without_blocking_the_loop(thread_lock, taken)
                 observers = self.on_message_added  # here, not before the wait: a hook put on it meanwhile counts
                 if observers or (type(observers) is not list and observers is not None):  # {} or 0 refused too
@@ -351,7 +361,14 @@ class MessageManager:
                 if self._latest_change_began is not None:
                     self._note_change_ended()
             finally:
-                if taken[0]:
+                if taken is None:
+                    # No call between a test and the release, where a Ctrl-C could land (suppress()'s
+                    # __enter__ would be one).
+                    try:  # noqa: SIM105
+                        thread_lock.release()
+                    except RuntimeError:  # "cannot release un-acquired lock": cut short before it was taken
+                        pass
+                elif taken[0]:
                     thread_lock.release()
             # Neither is read again, and the frame waits on the observers below: thousands of adds can wait
             # at once (a gather), and the collector walks what each one keeps (see run_async_callbacks).
@@ -368,7 +385,26 @@ class MessageManager:
                     raise_listeners_outcome(listeners_failed, stop)
         finally:
             lock.release()
-        await run_async_callbacks(callbacks, message, listeners_failed, "a_add_message")
+        # The usual observers, `async def` functions, are called and awaited here: one coroutine fewer for
+        # each of thousands of adds waiting at once (see run_async_callbacks). run_async_callbacks runs
+        # the rest from the first other observer, or after the first failure (settled by its rules).
+        position = 0
+        failed: tuple[BaseException, ...] = ()
+        while position < len(callbacks) and not failed:
+            callback = callbacks[position]
+            if type(callback) is not FunctionType or not callback.__code__.co_flags & CO_COROUTINE:
+                break
+            position += 1
+            made = None
+            try:
+                made = callback(message)
+                await made
+            except BaseException as error:
+                failed = observer_failed(
+                    error, made is None, failed, callbacks, position, message, listeners_failed, "a_add_message"
+                )
+        if position < len(callbacks) or failed or listeners_failed is not None:
+            await run_async_callbacks(callbacks, message, listeners_failed, "a_add_message", position, failed)
         return message
 
     def _change(

@@ -29,6 +29,11 @@ class ThreadLock(_thread.RLock):  # type: ignore[misc]  # typeshed marks the C t
 
     __slots__ = ()
 
+    if TYPE_CHECKING:  # the C lock's own method (threading.Condition's), which typeshed leaves out
+
+        def _is_owned(self) -> bool:
+            """Whether the calling thread holds the lock."""
+
     def __reduce__(self) -> tuple[type[ThreadLock], tuple[()]]:
         return (ThreadLock, ())
 
