@@ -948,7 +948,10 @@ def test_an_async_def_observer_that_cannot_take_the_message_fails_when_called_ev
     async def after(message: Message) -> None:
         later.append(message.rendered)
 
-    manager = MessageManager(on_message_added=[takes_two, after])
+    async def before(message: Message) -> None:  # awaited first: its coroutine is no sign of the next call's
+        later.append("before")
+
+    manager = MessageManager(on_message_added=[before, takes_two, after])
 
     async def main() -> BaseException:
         task = asyncio.current_task()
@@ -963,7 +966,7 @@ def test_an_async_def_observer_that_cannot_take_the_message_fails_when_called_ev
     raised = run(main())
     assert type(raised) is TypeError
     assert "extra" in str(raised)
-    assert later == ["Instruction: x"]
+    assert later == ["before", "Instruction: x"]
     assert len(manager) == 1
 
 

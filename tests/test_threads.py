@@ -19,7 +19,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -603,24 +603,29 @@ def test_an_interrupt_anywhere_in_a_change_leaves_no_thread_lock_held(name: str)
 
 
 @pytest.mark.filterwarnings("ignore:coroutine .* was never awaited:RuntimeWarning")
-def test_an_interrupt_anywhere_in_an_add_made_holding_the_lock_already_leaves_that_hold_alone() -> None:
-    # a_add_message usually knows it took the lock by this thread holding it afterwards; held by this
-    # thread before (re-entered), it must release its own acquire exactly, never the hold around it.
+@pytest.mark.parametrize("held_before", [False, True], ids=["free", "held by this thread"])
+def test_an_interrupt_anywhere_in_an_add_reaches_its_caller_and_leaves_the_lock_as_it_was(held_before: bool) -> None:
+    # a_add_message usually tells that it took the lock by its release (which keeps only its own
+    # "un-acquired" error: the interrupt goes on); held by this thread before (re-entered), it must
+    # release its own acquire exactly, never the hold around it.
     target = 0
     while True:
         target += 1
         manager = history(1)
         lock = manager.messages.thread_lock
-        with lock:
-            with (
-                interrupted_where_a_signal_lands(MessageManager.a_add_message.__code__, target) as fired,
-                suppress(KeyboardInterrupt),
-            ):
-                asyncio.run(manager.a_add_message(instruction="late"))
-            assert lock._is_owned(), f"the hold around the add let go after an interrupt at landing point {target}"
-            lock.release()
-            assert not lock._is_owned(), f"held twice after an interrupt at landing point {target}"
-            lock.acquire()  # for the `with`
+        with lock if held_before else nullcontext():
+            interrupted = False
+            with interrupted_where_a_signal_lands(MessageManager.a_add_message.__code__, target) as fired:
+                try:
+                    asyncio.run(manager.a_add_message(instruction="late"))
+                except KeyboardInterrupt:
+                    interrupted = True
+            assert interrupted == bool(fired), f"the interrupt at landing point {target} did not reach the caller"
+            assert lock._is_owned() is held_before, f"after an interrupt at landing point {target}"
+            if held_before:
+                lock.release()
+                assert not lock._is_owned(), f"held twice after an interrupt at landing point {target}"
+                lock.acquire()  # for the `with`
         if not fired:
             break
     assert target > 2
@@ -652,6 +657,33 @@ def test_an_interrupt_as_an_add_starts_taking_the_lock_releases_nothing_it_did_n
         lock.release()
         assert not lock._is_owned()  # held once, as before the add
     assert manager_state(manager) == before
+
+
+def test_a_signal_handlers_runtime_error_as_the_release_returns_reaches_the_caller() -> None:
+    # A RuntimeError is what a release raises when this call did not take the lock; a handler's own,
+    # raised as a release that did let go returns, is no such sign and propagates.
+    manager = history(1)
+    code = MessageManager.a_add_message.__code__
+    handler_error = RuntimeError("raised by a signal handler")
+
+    def landing(frame: Any, event: str, arg: Any) -> None:
+        ours = event == "c_return" and frame.f_code is code
+        if (
+            ours
+            and getattr(arg, "__name__", "") == "release"
+            and isinstance(getattr(arg, "__self__", None), ThreadLock)
+        ):
+            raise handler_error
+
+    sys.setprofile(landing)
+    try:
+        with pytest.raises(RuntimeError) as raised:
+            asyncio.run(manager.a_add_message(instruction="added"))
+    finally:
+        sys.setprofile(None)
+    assert raised.value is handler_error
+    assert not manager.messages.thread_lock._is_owned()
+    assert [m.rendered for m in manager][-1] == "Instruction: added"  # committed before the release
 
 
 # -- copies get a lock of their own ---------------------------------------------------------------

@@ -46,7 +46,7 @@ from lionmsg.runtime.factories import (
 from lionmsg.runtime.ids import parse_canonical_uuid
 from lionmsg.runtime.pile import Pile, changes_made
 from lionmsg.runtime.progression import Progression, assigned_back
-from lionmsg.runtime.threadlock import acquire_without_blocking_the_loop, take
+from lionmsg.runtime.threadlock import NOT_HELD, acquire_without_blocking_the_loop, take
 from lionmsg.runtime.wire import (
     UNWRITABLE_DEPTH,
     check_finite,
@@ -362,12 +362,12 @@ class MessageManager:
                     self._note_change_ended()
             finally:
                 if taken is None:
-                    # No call between a test and the release, where a Ctrl-C could land (suppress()'s
-                    # __enter__ would be one).
-                    try:  # noqa: SIM105
+                    # No call between a test and the release, where a Ctrl-C could land.
+                    try:
                         thread_lock.release()
-                    except RuntimeError:  # "cannot release un-acquired lock": cut short before it was taken
-                        pass
+                    except RuntimeError as error:  # cut short before it was taken; a signal handler's own
+                        if error.args != NOT_HELD:  # error, raised as release() returned, goes on
+                            raise
                 elif taken[0]:
                     thread_lock.release()
             # Neither is read again, and the frame waits on the observers below: thousands of adds can wait

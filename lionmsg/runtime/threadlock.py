@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["CopiedUnderLock", "ThreadLock", "acquire_without_blocking_the_loop", "take"]
+__all__ = ["NOT_HELD", "CopiedUnderLock", "ThreadLock", "acquire_without_blocking_the_loop", "take"]
 
 # How long a task blocks its loop, at most, in one try for a lock another thread holds: the library
 # holds its locks for microseconds; only code that holds `thread_lock` itself keeps them longer.
@@ -43,6 +43,10 @@ class ThreadLock(_thread.RLock):  # type: ignore[misc]  # typeshed marks the C t
     def __deepcopy__(self, memo: dict[int, Any]) -> ThreadLock:
         return ThreadLock()
 
+
+# What `release()` raises when the calling thread does not hold the lock (the same words on 3.10-3.13):
+# a path that took a free lock with a bare acquire tells by it that it was cut short before it took it.
+NOT_HELD = ("cannot release un-acquired lock",)  # the RuntimeError's args
 
 # What `take` and the slices pass to `lock.acquire`: at once, or waiting one slice.
 _AT_ONCE = ((False,),)
