@@ -120,13 +120,14 @@ def test_a_sync_callback_returning_an_awaitable_is_an_error_on_the_sync_path_and
         return later(message)
 
     manager = MessageManager(on_message_added=[returns_coroutine])
+    gc.collect()  # what earlier tests on this worker left (a coroutine cut short) warns now, not below
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with pytest.raises(TypeError, match="returned an awaitable on the sync add_message path"):
             manager.add_message(instruction="x")
         gc.collect()
     # The coroutine is closed, not left to warn "never awaited" when it is collected (review bm 12).
-    assert [str(warning.message) for warning in caught] == []
+    assert [str(warning.message) for warning in caught if later.__qualname__ in str(warning.message)] == []
     assert len(manager) == 1  # committed before the observer ran
     message = run(manager.a_add_message(instruction="y"))
     assert awaited == [message]

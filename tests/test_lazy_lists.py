@@ -235,7 +235,7 @@ def test_a_finaliser_run_by_an_assignment_can_use_lazy_fields() -> None:
     content.prompt_context = [_BuildsWhenFreed()]
     assigning = threading.Thread(target=setattr, args=(content, "prompt_context", []), daemon=True)  # (hangs if not)
     assigning.start()
-    assigning.join(timeout=10)
+    assigning.join(timeout=60)
     assert not assigning.is_alive()
     assert content.prompt_context == []
 

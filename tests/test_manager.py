@@ -492,12 +492,12 @@ def _listener_put_on_while_waiting(manager: MessageManager, listener: Any, chang
     def hold() -> None:
         with manager.messages.thread_lock:
             holding.set()
-            release.wait(10)
+            release.wait(60)
             manager.on_history_changed.append(listener)
 
     holder = threading.Thread(target=hold)
     holder.start()
-    holding.wait(10)
+    holding.wait(60)
     threading.Timer(0.05, release.set).start()  # after the call below began to wait
     try:
         change()

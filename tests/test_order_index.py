@@ -221,7 +221,7 @@ def test_an_unlocked_membership_test_makes_the_index_under_the_lock_only() -> No
     with manager.messages.thread_lock:  # made already: read without the lock
         asking = threading.Thread(target=_ask, args=(manager, first, threading.Barrier(1), answers))
         asking.start()
-        asking.join(timeout=5)
+        asking.join(timeout=60)
         assert answers == [True, True]
 
 

@@ -956,7 +956,7 @@ def test_the_key_check_stops_at_data_that_holds_itself() -> None:
 
     worker = threading.Thread(target=dump, daemon=True)
     worker.start()
-    worker.join(10)
+    worker.join(60)
     assert not worker.is_alive()
     assert [str(error) for error in raised] == ["Circular reference detected (id repeated)"]
 
