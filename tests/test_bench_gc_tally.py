@@ -5,13 +5,12 @@ from __future__ import annotations
 import gc
 
 from bench.profiling import GcTally
+from tests.conftest import automatic_collection_off
 
 
 def test_the_tally_counts_each_pass_by_generation_and_only_while_entered() -> None:
     # Automatic passes off: another thread's allocation (pytest-xdist's) could start one while entered.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with automatic_collection_off():
         with GcTally() as tally:
             assert tally in gc.callbacks
             gc.collect(0)
@@ -19,9 +18,6 @@ def test_the_tally_counts_each_pass_by_generation_and_only_while_entered() -> No
             gc.collect(2)
         assert tally not in gc.callbacks
         gc.collect(1)  # after leaving: not counted
-    finally:
-        if collecting:
-            gc.enable()
     assert tally.passes == [1, 0, 2]
     assert all(seconds >= 0.0 for seconds in tally.seconds)
     assert tally.seconds[2] > 0.0

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import gc
 import pickle
 import sys
 import threading
@@ -31,6 +30,7 @@ from lionmsg import Branch, Exchange, Flow, Instruction, Message, MessageManager
 from lionmsg.runtime.lockinghooks import call_holding_its_lock
 from lionmsg.runtime.threadlock import ThreadLock
 from lionmsg.store import SQLiteStore
+from tests.conftest import automatic_collection_off
 
 GUARD = 60.0  # seconds: a guard against a deadlock hanging the suite, not a speed bar
 GRACE = 0.05  # seconds an operation that ignored the lock would have had to finish in
@@ -528,15 +528,12 @@ def interrupted_where_a_signal_lands(code: Any, target: int) -> Iterator[list[bo
                 fired.append(True)
                 raise KeyboardInterrupt
 
-    collecting = gc.isenabled()
-    gc.disable()
-    sys.setprofile(landing)
-    try:
-        yield fired
-    finally:
-        sys.setprofile(None)
-        if collecting:
-            gc.enable()
+    with automatic_collection_off():
+        sys.setprofile(landing)
+        try:
+            yield fired
+        finally:
+            sys.setprofile(None)
 
 
 def _lockers() -> dict[str, tuple[Any, Callable[[], tuple[Any, Callable[[], Any]]]]]:
